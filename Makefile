@@ -1,0 +1,41 @@
+# The two README commands: `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+WORKDIR ?= .sinklab/demo
+
+.PHONY: setup java test lint demo clean
+
+setup: $(STAMP) java
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "sinklab needs Python 3.11 ($(PYTHON) not found); set PYTHON=..."; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+# Spark 3.5 needs Java 17+; install the Debian JRE where it is missing and apt exists.
+java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ -n "$$v" ] && [ "$$v" -ge 17 ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1; then \
+		echo "Java 17+ not found: installing openjdk-17-jre-headless"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+	else \
+		echo "sinklab needs Java 17 or newer on PATH (found: $${v:-none}); install a JDK/JRE 17+ and retry"; exit 1; \
+	fi
+
+lint: setup
+	$(VENV)/bin/ruff check sinklab tests bench
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+demo: setup
+	$(VENV)/bin/sinklab demo --workdir $(WORKDIR)
+
+clean:
+	rm -rf $(VENV) .sinklab *.egg-info .pytest_cache .ruff_cache

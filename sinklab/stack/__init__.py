@@ -1,0 +1,6 @@
+"""The stack sinklab runs on: a Kafka-protocol broker, an Iceberg REST catalog and Spark."""
+
+from sinklab.stack.spark import SparkSettings
+from sinklab.stack.stack import STACK_FILE, Stack, StackInfo, stop_recorded
+
+__all__ = ["STACK_FILE", "SparkSettings", "Stack", "StackInfo", "stop_recorded"]

@@ -1,0 +1,148 @@
+"""Processes the stack starts: free ports, readiness checks, logs, and a clean stop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+class ProcessError(RuntimeError):
+    """A managed process did not start, or died while it was needed."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it is gone for every purpose that matters here.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+def stop_pid(pid: int, timeout: float = 10.0, group: bool = True) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL: the broker sometimes ignores SIGTERM under load.
+
+    ``group`` signals the process group the process leads (it was started in a new session), so
+    helper children go too. Only ever called with PIDs this package started.
+    """
+
+    def send(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if group:
+                try:
+                    os.killpg(pid, sig)
+                    return
+                except ProcessLookupError:
+                    pass
+            os.kill(pid, sig)
+
+    if not pid_alive(pid):
+        _reap(pid)
+        return
+    send(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    send(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    raise ProcessError(f"process {pid} survived SIGKILL")
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+class ManagedProcess:
+    """One server process: started in its own session, logged to a file, stopped by PID."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                # Own session: a Ctrl-C in a notebook must not reach the servers, and the stop
+                # can signal the whole group.
+                start_new_session=True,
+            )
+
+    def wait_ready(self, check: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.popen is not None and self.popen.poll() is not None:
+                raise ProcessError(
+                    f"{self.name} exited with status {self.popen.returncode} before it was ready; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                if check():
+                    return
+            except Exception as exc:  # noqa: BLE001 - readiness probes fail until the server is up
+                last_error = exc
+            time.sleep(0.1)
+        self.stop()
+        raise ProcessError(
+            f"{self.name} was not ready after {timeout:.0f}s (last probe error: {last_error}); "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.popen is None:
+            return
+        stop_pid(self.popen.pid, timeout=timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=1)
+        self.popen = None

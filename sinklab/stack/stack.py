@@ -1,0 +1,274 @@
+"""Stack: where the broker, the catalog and Spark are, and who started them."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sinklab.stack.broker import EmbeddedBroker
+from sinklab.stack.catalog import EmbeddedCatalog
+from sinklab.stack.process import ProcessError, pid_alive, stop_pid
+from sinklab.stack.spark import SparkSettings, build_spark, catalog_conf
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyspark.sql import SparkSession
+
+STACK_FILE = "stack.json"
+DEFAULT_CATALOG_NAME = "sinklab"
+
+
+class StackInfo(BaseModel):
+    """The contents of ``stack.json``: enough for any client to reach a running stack."""
+
+    kind: Literal["embedded", "external"] = "external"
+    bootstrap_servers: str
+    catalog_uri: str
+    catalog_name: str = DEFAULT_CATALOG_NAME
+    warehouse: str
+    catalog_token: str | None = None
+    # Extra catalog client properties (s3.* and the like), for Spark and pyiceberg alike.
+    catalog_properties: dict[str, str] = Field(default_factory=dict)
+    spark_master: str = "local[*]"
+    workdir: str | None = None
+    # Processes `sinklab stack up` started and `stack down` stops, by name.
+    pids: dict[str, int] = Field(default_factory=dict)
+
+
+class Stack:
+    """A broker, an Iceberg REST catalog and a Spark session factory.
+
+    ``Stack.embedded()`` starts and owns the servers; ``Stack.external()`` connects to servers
+    that already run. Spark starts on first use of ``stack.spark`` and stops with the stack.
+    """
+
+    def __init__(self, info: StackInfo, spark_settings: SparkSettings | None = None):
+        self.info = info
+        self.spark_settings = spark_settings or SparkSettings(master=info.spark_master)
+        self._broker: EmbeddedBroker | None = None
+        self._catalog_server: EmbeddedCatalog | None = None
+        self._owned_workdir: Path | None = None
+        self._spark: SparkSession | None = None
+        self._catalog: RestCatalog | None = None
+        self._spark_catalogs: set[str] = set()
+
+    # ---- constructors
+    @classmethod
+    def embedded(
+        cls,
+        workdir: str | Path | None = None,
+        catalog_name: str = DEFAULT_CATALOG_NAME,
+        catalog_token: str | None = None,
+        spark: SparkSettings | None = None,
+    ) -> Stack:
+        """Start the broker and the catalog now (Spark waits for first use)."""
+        owned = None
+        if workdir is None:
+            owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
+            workdir = owned
+        workdir = Path(workdir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        broker = EmbeddedBroker(workdir)
+        catalog = EmbeddedCatalog(workdir, token=catalog_token)
+        info = StackInfo(
+            kind="embedded",
+            bootstrap_servers=broker.bootstrap_servers,
+            catalog_uri=catalog.uri,
+            catalog_name=catalog_name,
+            warehouse=catalog.warehouse,
+            catalog_token=catalog_token,
+            workdir=str(workdir),
+        )
+        stack = cls(info, spark)
+        stack._broker, stack._catalog_server, stack._owned_workdir = broker, catalog, owned
+        try:
+            broker.start()
+            catalog.start()
+        except BaseException:
+            stack.close()
+            raise
+        stack.info.pids = {"broker": broker.process.pid or 0, "catalog": catalog.process.pid or 0}
+        return stack
+
+    @classmethod
+    def external(
+        cls,
+        bootstrap_servers: str,
+        catalog_uri: str,
+        warehouse: str,
+        spark_master: str = "local[*]",
+        catalog_name: str = DEFAULT_CATALOG_NAME,
+        catalog_token: str | None = None,
+        catalog_properties: dict[str, str] | None = None,
+        spark: SparkSettings | None = None,
+    ) -> Stack:
+        info = StackInfo(
+            bootstrap_servers=bootstrap_servers,
+            catalog_uri=catalog_uri,
+            warehouse=warehouse,
+            spark_master=spark_master,
+            catalog_name=catalog_name,
+            catalog_token=catalog_token,
+            catalog_properties=catalog_properties or {},
+        )
+        return cls(info, spark or SparkSettings(master=spark_master))
+
+    @classmethod
+    def from_file(cls, path: str | Path, spark: SparkSettings | None = None) -> Stack:
+        """Connect to the stack a ``stack.json`` describes; its processes stay someone else's."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / STACK_FILE
+        info = StackInfo.model_validate_json(path.read_text())
+        info = info.model_copy(update={"pids": {}})
+        return cls(info, spark or SparkSettings(master=info.spark_master))
+
+    # ---- lifecycle
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop Spark and every process this object started; the first failure is raised last."""
+        errors: list[BaseException] = []
+        if self._spark is not None:
+            try:
+                self._spark.stop()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
+                errors.append(exc)
+            self._spark = None
+        for proc in (self._catalog_server, self._broker):
+            if proc is None:
+                continue
+            try:
+                proc.stop()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
+                errors.append(exc)
+        self._catalog_server = self._broker = None
+        if self._owned_workdir is not None:
+            shutil.rmtree(self._owned_workdir, ignore_errors=True)
+            self._owned_workdir = None
+        if errors:
+            raise errors[0]
+
+    def detach(self) -> StackInfo:
+        """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
+        self._broker = self._catalog_server = None
+        self._owned_workdir = None
+        return self.info
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        if path.is_dir():
+            path = path / STACK_FILE
+        path.write_text(self.info.model_dump_json(indent=2) + "\n")
+        return path
+
+    # ---- clients
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.info.bootstrap_servers
+
+    @property
+    def workdir(self) -> Path | None:
+        return Path(self.info.workdir) if self.info.workdir else None
+
+    def kafka_config(self, **overrides: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": self.info.bootstrap_servers, **overrides}
+
+    def admin(self) -> AdminClient:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self.kafka_config())
+
+    def catalog_properties(self) -> dict[str, str]:
+        props = {"uri": self.info.catalog_uri, "warehouse": self.info.warehouse, **self.info.catalog_properties}
+        if self.info.catalog_token:
+            props["token"] = self.info.catalog_token
+        return props
+
+    @property
+    def catalog(self) -> RestCatalog:
+        """A pyiceberg client of the stack's REST catalog."""
+        if self._catalog is None:
+            from pyiceberg.catalog.rest import RestCatalog
+
+            self._catalog = RestCatalog(self.info.catalog_name, **self.catalog_properties())
+        return self._catalog
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            conf = self._spark_catalog_conf(self.info.catalog_name)
+            conf["spark.sql.defaultCatalog"] = self.info.catalog_name
+            self._spark = build_spark(self.spark_settings, conf)
+            self._spark_catalogs = {self.info.catalog_name}
+        return self._spark
+
+    def register_spark_catalog(self, name: str) -> None:
+        """Expose the stack's catalog in Spark under another name too (a config's ``iceberg.catalog``)."""
+        spark = self.spark
+        if name in self._spark_catalogs:
+            return
+        for key, value in self._spark_catalog_conf(name).items():
+            spark.conf.set(key, value)
+        self._spark_catalogs.add(name)
+
+    def _spark_catalog_conf(self, name: str) -> dict[str, str]:
+        extra = {k: v for k, v in self.info.catalog_properties.items()}
+        return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: dict[str, str] | None = None, exist_ok: bool = True,
+        timeout: float = 30,
+    ) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()
+        futures = admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+            request_timeout=timeout,
+        )
+        try:
+            futures[name].result(timeout)
+        except KafkaException as exc:
+            if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise
+        # Metadata propagates asynchronously; producers that race it see UNKNOWN_TOPIC.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            topic = admin.list_topics(name, timeout=5).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) >= 1:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"topic {name!r} did not appear in metadata within {timeout}s")
+
+
+def stop_recorded(info: StackInfo) -> list[str]:
+    """Stop the processes a ``stack.json`` records; a PID is only signalled while its command line
+    still names the stack's workdir (PIDs are reused)."""
+    stopped = []
+    for name, pid in info.pids.items():
+        if not pid or not pid_alive(pid):
+            continue
+        if info.workdir and info.workdir not in _cmdline(pid):
+            raise ProcessError(f"PID {pid} ({name}) no longer belongs to the stack in {info.workdir}; not stopping it")
+        stop_pid(pid, timeout=15)
+        stopped.append(name)
+    return stopped
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,28 @@
+"""Fixtures: one embedded stack (real broker, real REST catalog, real Spark) for the session."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sinklab.stack import Stack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with Stack.embedded(tmp_path_factory.mktemp("stack")) as s:
+        yield s
+
+
+@pytest.fixture()
+def unique() -> str:
+    """A fresh name, so tests on the shared stack never see each other's topics or tables."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path

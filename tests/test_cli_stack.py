@@ -1,0 +1,55 @@
+"""`sinklab stack up/status/down` as a user runs them: separate processes, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+
+from sinklab.stack import StackInfo
+from sinklab.stack.broker import broker_ready
+from sinklab.stack.process import pid_alive
+
+
+def sinklab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sinklab.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_stack_up_status_down(tmp_path: Path) -> None:
+    workdir = tmp_path / "stk"
+    up = sinklab("stack", "up", "--workdir", str(workdir))
+    info = None
+    try:
+        assert up.returncode == 0, up.stderr
+        raw = json.loads((workdir / "stack.json").read_text())
+        assert {"bootstrap_servers", "catalog_uri", "catalog_name", "warehouse"} <= raw.keys()
+        info = StackInfo.model_validate(raw)
+        assert set(info.pids) == {"broker", "catalog"} and all(pid_alive(p) for p in info.pids.values())
+        assert broker_ready(info.bootstrap_servers)
+        assert requests.get(info.catalog_uri + "/v1/config", timeout=5).status_code == 200
+
+        again = sinklab("stack", "up", "--workdir", str(workdir))
+        assert again.returncode == 1 and "already running" in again.stderr
+
+        status = sinklab("stack", "status", "--workdir", str(workdir))
+        assert status.returncode == 0
+        assert json.loads(status.stdout)["processes"]["broker"]["state"] == "running"
+
+        down = sinklab("stack", "down", "--workdir", str(workdir))
+        assert down.returncode == 0, down.stderr
+        assert not any(pid_alive(p) for p in info.pids.values())
+        assert sinklab("stack", "status", "--workdir", str(workdir)).returncode == 3
+    finally:
+        if info is not None:
+            from sinklab.stack import stop_recorded
+
+            stop_recorded(info)
+
+
+def test_down_without_stack_is_a_clear_error(tmp_path: Path) -> None:
+    result = sinklab("stack", "down", "--workdir", str(tmp_path))
+    assert result.returncode == 1
+    assert "no stack in" in result.stderr
