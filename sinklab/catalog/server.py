@@ -35,7 +35,7 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.table import CommitTableRequest, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
-from pyiceberg.table.update import AssertCreate
+from pyiceberg.table.update import AssertCreate, AssertRefSnapshotId
 
 NAMESPACE_SEPARATOR = "\x1f"
 
@@ -114,6 +114,35 @@ class CreateTableBody(CreateTableRequest):
     location: str | None = Field(default=None)
     partition_spec: PartitionSpec | None = Field(alias="partition-spec", default=None)
     write_order: SortOrder | None = Field(alias="write-order", default=None)
+
+
+class SpecAssertRefSnapshotId(AssertRefSnapshotId):
+    """The spec's assert-ref-snapshot-id, as Java's catalogs check it.
+
+    pyiceberg also refuses any ref but ``main`` on a table without snapshots; the spec does not,
+    and a write to a new branch of an empty table (a staged first commit) needs it.
+    """
+
+    def validate(self, base_metadata: TableMetadata | None) -> None:
+        if base_metadata is None:
+            raise CommitFailedException("Requirement failed: current table metadata is missing")
+        ref = base_metadata.refs.get(self.ref)
+        if ref is None:
+            if self.snapshot_id is not None:
+                raise CommitFailedException(f"Requirement failed: branch or tag {self.ref} is missing, "
+                                            f"expected {self.snapshot_id}")
+        elif self.snapshot_id is None:
+            raise CommitFailedException(f"Requirement failed: {self.ref} was created concurrently")
+        elif self.snapshot_id != ref.snapshot_id:
+            raise CommitFailedException(f"Requirement failed: {self.ref} has changed: expected id "
+                                        f"{self.snapshot_id}, found {ref.snapshot_id}")
+
+
+def spec_requirements(requirements: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(
+        SpecAssertRefSnapshotId(ref=r.ref, snapshot_id=r.snapshot_id) if isinstance(r, AssertRefSnapshotId) else r
+        for r in requirements
+    )
 
 
 class _Ident:
@@ -306,7 +335,7 @@ def create_app(
             creating = any(isinstance(r, AssertCreate) for r in body.requirements)
             if not creating and not catalog.table_exists(ident):
                 raise NoSuchTableError(f"Table does not exist: {'.'.join(ident)}")
-            response = catalog.commit_table(_Ident(ident), body.requirements, body.updates)  # type: ignore[arg-type]
+            response = catalog.commit_table(_Ident(ident), spec_requirements(body.requirements), body.updates)  # type: ignore[arg-type]
             return {"metadata-location": response.metadata_location, "metadata": metadata_json(response.metadata)}
 
         return locked(commit)
