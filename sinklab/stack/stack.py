@@ -207,7 +207,7 @@ class Stack:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
-            conf = self._spark_catalog_conf(self.info.catalog_name)
+            conf = self.spark_catalog_conf(self.info.catalog_name)
             conf["spark.sql.defaultCatalog"] = self.info.catalog_name
             self._spark = build_spark(self.spark_settings, conf)
             self._spark_catalogs = {self.info.catalog_name}
@@ -218,11 +218,11 @@ class Stack:
         spark = self.spark
         if name in self._spark_catalogs:
             return
-        for key, value in self._spark_catalog_conf(name).items():
+        for key, value in self.spark_catalog_conf(name).items():
             spark.conf.set(key, value)
         self._spark_catalogs.add(name)
 
-    def _spark_catalog_conf(self, name: str) -> dict[str, str]:
+    def spark_catalog_conf(self, name: str) -> dict[str, str]:
         extra = {k: v for k, v in self.info.catalog_properties.items()}
         return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
 

@@ -1,0 +1,14 @@
+"""The sink: Kafka topics into Iceberg tables with central timed commits and exactly-once delivery.
+
+Where a record goes: ``reader`` (Spark tasks consume offset ranges) -> ``convert`` (JSON to the
+table's columns) -> ``write`` (staged on a private branch) -> ``coordinator`` (publish every table by
+compare-and-swap, then the Kafka transaction with ``events`` and the group offsets).
+"""
+
+from sinklab.sink.config import ConfigError, SinkConfig, load_config
+from sinklab.sink.errors import CommitTimeout, RecordError, SinkError, SinkFenced, TableMissing
+from sinklab.sink.events import read_control_log
+from sinklab.sink.sink import IcebergSink, SinkStatus
+
+__all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "SinkConfig", "SinkError", "SinkFenced",
+           "SinkStatus", "TableMissing", "load_config", "read_control_log"]

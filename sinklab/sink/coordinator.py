@@ -1,0 +1,371 @@
+"""The coordinator: one commit cycle, the whole exactly-once protocol in one place (DESIGN §4).
+
+A cycle reads [start, end) of every source partition, stages each table's rows on a private
+branch, opens the Kafka transaction with a ``commit-start`` event (a fenced zombie fails here,
+before touching any table), publishes each table by compare-and-swap, then commits the group
+offsets and a ``commit-complete`` event in the same transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from sinklab.sink import events
+from sinklab.sink.config import SinkConfig
+from sinklab.sink.convert import ERROR, META, record_text, to_rows
+from sinklab.sink.errors import CommitTimeout, RecordError, SinkFenced, TableMissing
+from sinklab.sink.progress import Offsets, describe, format_offsets, merge_max, nest, start_offsets
+from sinklab.sink.reader import OffsetRange, read_ranges
+from sinklab.sink.tables import (
+    COMMIT_ID_PROP,
+    OFFSETS_PROP,
+    SINK_PROP,
+    VTTS_PROP,
+    TableState,
+    create_table,
+    ensure_wap,
+    infer_schema,
+    load_state,
+    quote,
+)
+from sinklab.sink.write import Staged, drop_stage, drop_stale_stages, publish, stage_name, write_staged
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("sinklab.sink")
+CRASH_ENV = "SINKLAB_CRASH_AT"
+CRASH_POINTS = ("after-data-files", "between-table-commits", "after-table-commits", "inside-kafka-transaction")
+MAX_REPLANS = 5
+FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def crash_point(name: str) -> None:
+    """Test-only hook: die here, as a killed process would, when SINKLAB_CRASH_AT names this point."""
+    if os.environ.get(CRASH_ENV) == name:
+        log.error("crash point %s reached: exiting", name)
+        os._exit(86)
+
+
+@dataclass
+class Plan:
+    ranges: list[OffsetRange]
+    starts: dict[tuple[str, int], int]
+    ends: dict[tuple[str, int], int]
+    highs: dict[tuple[str, int], int]
+    planned_at_ms: int
+
+    @property
+    def records(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+
+@dataclass
+class CycleResult:
+    commit_id: str
+    records: int
+    tables: dict[str, Staged] = field(default_factory=dict)
+    offsets: Offsets = field(default_factory=dict)
+    vtts_ms: int | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    duration_ms: int = 0
+
+
+class Coordinator:
+    def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, Any]):
+        self.config = config
+        self.spark = spark
+        self.catalog = catalog
+        self.kafka_conf = {**kafka_conf, **config.kafka_properties}
+        self.group = Consumer({**self.kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
+                               "isolation.level": "read_committed"})
+        self.producer = Producer({
+            **self.kafka_conf,
+            "transactional.id": config.transactional_id,
+            # The transaction stays open while tables commit.
+            "transaction.timeout.ms": max(60_000, 2 * config.commit_timeout_ms),
+        })
+        try:
+            # A newer instance's init fences every older one with the same transactional id.
+            self.producer.init_transactions(30)
+        except KafkaException as exc:
+            raise self._fenced_or(exc) from exc
+        self._ensure_control_topic()
+        self._recovered: set[str] = set()
+        self.last_plan: Plan | None = None
+
+    def close(self) -> None:
+        self.group.close()
+        self.producer.flush(5)
+
+    # ---- planning
+    def _ensure_control_topic(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient(self.kafka_conf)
+        if self.config.control_topic not in admin.list_topics(timeout=10).topics:
+            futures = admin.create_topics([NewTopic(self.config.control_topic, 1, 1)])
+            try:
+                futures[self.config.control_topic].result(30)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+
+    def source_partitions(self) -> list[tuple[str, int]]:
+        topics = self.group.list_topics(timeout=10).topics
+        out = []
+        for name, meta in sorted(topics.items()):
+            if name == self.config.control_topic or name.startswith("__") or not self.config.matches_topic(name):
+                continue
+            out.extend((name, p) for p in sorted(meta.partitions))
+        missing = [t for t in self.config.topics if t not in topics]
+        if missing:
+            raise RuntimeError(f"topics: {', '.join(missing)} not found on {self.kafka_conf['bootstrap.servers']}")
+        return out
+
+    def plan(self, states: list[TableState]) -> Plan:
+        partitions = self.source_partitions()
+        planned_at = int(time.time() * 1000)
+        low, high = {}, {}
+        for tp in partitions:
+            low[tp], high[tp] = self.group.get_watermark_offsets(TopicPartition(*tp), timeout=10)
+        committed = self.group.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
+        group = {(c.topic, c.partition): c.offset for c in committed}
+        starts = start_offsets(partitions, group, [s.offsets for s in states if s.exists], low, high,
+                               self.config.auto_offset_reset)
+        budget = self.config.max_records_per_cycle
+        ends = {}
+        for tp in partitions:
+            take = min(high[tp] - starts[tp], budget)
+            ends[tp] = starts[tp] + max(take, 0)
+            budget -= max(take, 0)
+        ranges = [OffsetRange(t, p, starts[(t, p)], ends[(t, p)]) for t, p in partitions
+                  if ends[(t, p)] > starts[(t, p)]]
+        plan = Plan(ranges, starts, ends, high, planned_at)
+        self.last_plan = plan
+        return plan
+
+    def lag(self) -> dict[str, int]:
+        plan = self.last_plan
+        if plan is None:
+            return {}
+        return {f"{t}[{p}]": plan.highs[(t, p)] - plan.ends[(t, p)] for (t, p) in plan.ends}
+
+    # ---- the cycle
+    def run_cycle(self) -> CycleResult | None:
+        started = time.monotonic()
+        names = self.config.tables
+        states = {name: self._load(name) for name in names}
+        plan = self.plan(list(states.values()))
+        if not plan.ranges:
+            return None
+        commit_id = events.new_commit_id()
+        raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
+                          timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
+        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+        staged: dict[str, Staged] = {}
+        in_txn = False
+        try:
+            stats = {(r.topic, r.partition): r for r in raw.groupBy("topic", "partition").agg(
+                F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
+                F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
+            counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
+            vtts = self._vtts(plan, stats)
+            records = raw.where(F.col("value").isNotNull())
+            for name in names:
+                result = self._stage(states[name], records, plan, commit_id, vtts)
+                if result is not None:
+                    staged[name] = result
+            crash_point("after-data-files")
+
+            commit_started = time.monotonic()
+            self.producer.begin_transaction()
+            in_txn = True
+            self._send(events.COMMIT_START, commit_id)
+            self._flush()  # fencing surfaces here, before any table moves
+
+            published: dict[str, Staged] = {}
+            for i, name in enumerate(list(staged)):
+                landed = self._publish(states[name], staged[name], records, plan, commit_id, vtts)
+                if landed is not None:
+                    published[name] = landed
+                if i == 0:
+                    crash_point("between-table-commits")
+            crash_point("after-table-commits")
+            elapsed_ms = (time.monotonic() - commit_started) * 1000
+            if elapsed_ms > self.config.commit_timeout_ms:
+                raise CommitTimeout(
+                    f"sink {self.config.name}: table commits took {elapsed_ms:.0f} ms, more than "
+                    f"iceberg.control.commit.timeout-ms={self.config.commit_timeout_ms}; the Kafka transaction is "
+                    f"aborted and the next cycle resumes from the tables' recorded offsets")
+
+            offsets = [TopicPartition(t, p, end) for (t, p), end in plan.ends.items()]
+            self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(), 30)
+            result = CycleResult(commit_id, plan.records, published, nest(plan.ends), vtts, counters,
+                                 int((time.monotonic() - started) * 1000))
+            self._send(events.COMMIT_COMPLETE, commit_id, result, states)
+            crash_point("inside-kafka-transaction")
+            self.producer.commit_transaction(30)
+            in_txn = False
+            return result
+        except KafkaException as exc:
+            raise self._fenced_or(exc) from exc
+        finally:
+            if in_txn:
+                self._abort()
+            for name, stage in staged.items():
+                self._forget_stage(name, stage.stage)
+            raw.unpersist()
+
+    def _load(self, name: str) -> TableState:
+        state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
+        if state.exists and name not in self._recovered:
+            drop_stale_stages(self.catalog, name, self.config.name)
+            self._recovered.add(name)
+        return state
+
+    def _vtts(self, plan: Plan, stats: dict[tuple[str, int], Any]) -> int:
+        # Caught-up partitions hold everything produced before planning; others up to what was read.
+        marks = []
+        for tp, end in plan.ends.items():
+            if end >= plan.highs[tp]:
+                marks.append(plan.planned_at_ms)
+            elif tp in stats and stats[tp].max_ts is not None:
+                marks.append(int(stats[tp].max_ts))
+        return min(marks) if marks else plan.planned_at_ms
+
+    def _stage(self, state: TableState, records: DataFrame, plan: Plan, commit_id: str,
+               vtts: int) -> Staged | None:
+        rows_in = _not_yet_recorded(records, state, plan)
+        if rows_in is None:
+            return None
+        if not state.exists:
+            if not self.config.auto_create:
+                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
+                                   f"false (sink {self.config.name})")
+            self._create(state.name, rows_in)
+            state = self._load(state.name)
+            if not state.exists:
+                raise TableMissing(f"table {state.name} was not found after creating it")
+        assert state.table is not None
+        ensure_wap(state.table)
+        schema = self.spark.table(f"{self.config.catalog_name}.{quote(state.name)}").schema
+        rows = to_rows(rows_in, schema, self.config.schemas_enable)
+        bad = rows.where(F.col(ERROR).isNotNull()).select(*META, ERROR).orderBy("topic", "partition", "offset")
+        first = bad.limit(1).collect()
+        if first:
+            r = first[0]
+            raise RecordError(r.topic, r.partition, r.offset, state.name, r[ERROR])
+        properties = {
+            SINK_PROP: self.config.name,
+            COMMIT_ID_PROP: commit_id,
+            OFFSETS_PROP: format_offsets(merge_max(state.offsets, nest(plan.ends))),
+            VTTS_PROP: str(vtts),
+        }
+        return write_staged(self.spark, self.catalog, self.config.catalog_name, state,
+                            rows.select(*schema.fieldNames()), properties, stage_name(self.config.name, commit_id))
+
+    def _create(self, name: str, rows_in: DataFrame) -> None:
+        texts = rows_in.select(record_text(rows_in, False).alias("v"))
+        envelope = texts.first()[0] if self.config.schemas_enable else None
+        sample = texts if not self.config.schemas_enable else rows_in.select(
+            record_text(rows_in, True).alias("v"))
+        schema = infer_schema(self.spark, sample, self.config.schemas_enable, envelope)
+        if not schema.fields:
+            raise TableMissing(f"table {name}: cannot create it from records with no fields")
+        create_table(self.spark, self.config.catalog_name, name, schema, self.config.auto_create_props)
+        log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
+
+    def _publish(self, state: TableState, staged: Staged, records: DataFrame, plan: Plan, commit_id: str,
+                 vtts: int) -> Staged | None:
+        """Compare-and-swap; when the table moved, re-plan it against its new state and try again."""
+        for _ in range(MAX_REPLANS):
+            if publish(self.catalog, state, staged):
+                return staged
+            self._forget_stage(state.name, staged.stage)
+            fresh = load_state(self.catalog, state.name, state.branch, self.config.name)
+            if fresh.offsets != state.offsets:
+                log.warning("table %s: another instance of sink %s committed since planning; re-planning",
+                            state.name, self.config.name)
+            else:
+                log.warning("table %s moved since planning (another writer); staging again on top of it", state.name)
+            state = fresh
+            restaged = self._stage(state, records, plan, commit_id, vtts)
+            if restaged is None:
+                return None  # everything this cycle read is already in the table
+            staged = restaged
+        raise RuntimeError(f"table {state.name}: gave up after {MAX_REPLANS} concurrent changes while committing")
+
+    def _forget_stage(self, table: str, stage: str) -> None:
+        try:
+            drop_stage(self.catalog, table, stage)
+        except Exception as exc:  # noqa: BLE001 - a leftover stage is dropped at the next start
+            log.warning("could not drop staging branch %s of %s: %s", stage, table, exc)
+
+    # ---- Kafka side
+    def _send(self, kind: str, commit_id: str, result: CycleResult | None = None,
+              states: dict[str, TableState] | None = None) -> None:
+        event: dict[str, Any] = {"type": kind, "sink": self.config.name, "commit_id": commit_id,
+                                 "ts_ms": int(time.time() * 1000)}
+        if result is not None and states is not None:
+            event.update(vtts_ms=result.vtts_ms, offsets=format_offsets(result.offsets),
+                         counters=result.counters, duration_ms=result.duration_ms, tables=[
+                             {"table": s.table, "branch": states[s.table].branch, "snapshot_id": s.snapshot_id,
+                              "records": s.records, "data_files": s.data_files, "delete_files": s.delete_files,
+                              "bytes": s.bytes, "offsets": format_offsets(merge_max(states[s.table].offsets,
+                                                                                    result.offsets)),
+                              "vtts_ms": result.vtts_ms, "write_ms": s.write_ms, "commit_ms": 0}
+                             for s in result.tables.values()])
+        self.producer.produce(self.config.control_topic, events.encode(event), commit_id.encode())
+
+    def _flush(self) -> None:
+        remaining = self.producer.flush(30)
+        if remaining:
+            raise RuntimeError(f"{remaining} control events not delivered to {self.config.control_topic}")
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as exc:
+            log.warning("aborting the Kafka transaction failed: %s", exc)
+
+    def _fenced_or(self, exc: KafkaException) -> Exception:
+        err = exc.args[0] if exc.args else None
+        if err is not None and hasattr(err, "code") and err.code() in FENCED:
+            return SinkFenced(f"sink {self.config.name} was fenced: a newer instance with transactional.id "
+                              f"{self.config.transactional_id} started; this instance stops ({err.str()})")
+        return exc
+
+
+def _not_yet_recorded(records: DataFrame, state: TableState, plan: Plan) -> DataFrame | None:
+    """The cycle's records the table does not have yet; None when there are none."""
+    keep, full = [], True
+    for r in plan.ranges:
+        recorded = state.recorded(r.topic, r.partition)
+        if recorded >= r.end:
+            full = False
+            continue
+        cond = (F.col("topic") == r.topic) & (F.col("partition") == r.partition)
+        if recorded > r.start:
+            full = False
+            cond = cond & (F.col("offset") >= recorded)
+        keep.append(cond)
+    if not keep:
+        return None
+    if full:
+        return records
+    condition = keep[0]
+    for c in keep[1:]:
+        condition = condition | c
+    log.info("table %s already has part of this cycle (recorded %s); filtering", state.name, describe(
+        {(t, p): o for t, parts in state.offsets.items() for p, o in parts.items()}))
+    return records.where(condition)

@@ -1,0 +1,168 @@
+"""IcebergSink: the public face of the sink, Kafka Connect-like in what it reports."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
+
+if TYPE_CHECKING:
+    from sinklab.sink.coordinator import Coordinator, CycleResult
+    from sinklab.stack import Stack
+
+log = logging.getLogger("sinklab.sink")
+
+
+@dataclass
+class SinkStatus:
+    name: str
+    state: str  # UNASSIGNED, RUNNING, FAILED, STOPPED
+    cycles: int = 0
+    records: int = 0
+    last_commit: dict[str, Any] | None = None
+    lag: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    trace: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"SinkStatus({self.name}: {self.state}, {self.cycles} cycles, {self.records} records, "
+                f"lag={sum(self.lag.values())}{', error: ' + self.trace.splitlines()[-1] if self.trace else ''})")
+
+
+class IcebergSink:
+    """Streams the configured topics into Iceberg tables on the stack's Spark, one commit per
+    table per ``iceberg.control.commit.interval-ms``, exactly once."""
+
+    def __init__(self, stack: Stack, config: SinkConfig | dict[str, Any] | str | Path):
+        self.stack = stack
+        self.config = config if isinstance(config, SinkConfig) else load_config(config)
+        for note in self.config.notes:
+            log.info("config: %s", note)
+        self._coordinator: Coordinator | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._status = SinkStatus(self.config.name, "UNASSIGNED")
+
+    @classmethod
+    def from_connect_json(cls, path: str | Path, stack: Stack) -> IcebergSink:
+        return cls(stack, load_config(path))
+
+    # ---- wiring
+    def _connect(self) -> Coordinator:
+        if self._coordinator is None:
+            from sinklab.sink.coordinator import Coordinator
+
+            ignored = sorted(k for k in self.config.catalog_properties if k in CATALOG_CONNECTION_KEYS)
+            if ignored:
+                log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
+                         ", iceberg.catalog.".join(ignored))
+            # The sink's own session: its staging settings must never leak into the user's queries.
+            self.stack.register_spark_catalog(self.config.catalog_name)
+            spark = self.stack.spark.newSession()
+            for key, value in self.stack.spark_catalog_conf(self.config.catalog_name).items():
+                spark.conf.set(key, value)
+            self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())
+        return self._coordinator
+
+    # ---- running
+    def run_once(self) -> CycleResult | None:
+        """One commit cycle up to the current end offsets; None when nothing new arrived."""
+        try:
+            result = self._connect().run_cycle()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        self._record(result)
+        return result
+
+    def run_until_idle(self, idle_seconds: float) -> int:
+        """Cycles every commit interval until ``idle_seconds`` pass with nothing new; returns cycles run."""
+        interval = self.config.commit_interval_ms / 1000
+        idle_since = time.monotonic()
+        cycles = 0
+        while not self._stop.is_set():
+            began = time.monotonic()
+            if self.run_once() is not None:
+                cycles += 1
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle_seconds:
+                break
+            self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+        return cycles
+
+    def start(self) -> IcebergSink:
+        """Run cycles in a background thread (in a notebook, the kernel stays free)."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+        self._set_state("RUNNING")
+
+        def loop() -> None:
+            interval = self.config.commit_interval_ms / 1000
+            while not self._stop.is_set():
+                began = time.monotonic()
+                try:
+                    self.run_once()
+                except BaseException:  # noqa: BLE001 - recorded in status() as FAILED with its trace
+                    return
+                self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+            self._set_state("STOPPED")
+
+        self._thread = threading.Thread(target=loop, name=f"sinklab-{self.config.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 120) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self._coordinator is not None:
+            self._coordinator.close()
+            self._coordinator = None
+        with self._lock:
+            if self._status.state != "FAILED":
+                self._status.state = "STOPPED"
+
+    def status(self) -> SinkStatus:
+        with self._lock:
+            status = SinkStatus(**{**self._status.__dict__})
+        if self._coordinator is not None:
+            status.lag = self._coordinator.lag()
+        return status
+
+    # ---- bookkeeping
+    def _set_state(self, state: str) -> None:
+        with self._lock:
+            self._status.state = state
+            self._status.trace = None if state == "RUNNING" else self._status.trace
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self._status.state = "FAILED"
+            self._status.trace = "".join(traceback.format_exception(exc))
+
+    def _record(self, result: CycleResult | None) -> None:
+        with self._lock:
+            # A cycle that succeeds after a failure (a restart) clears it; without the background
+            # thread the sink is not running between calls.
+            self._status.state = "RUNNING" if self._thread is not None else "STOPPED"
+            self._status.trace = None
+            if result is None:
+                return
+            self._status.cycles += 1
+            self._status.records += result.records
+            for key, value in result.counters.items():
+                self._status.counters[key] = self._status.counters.get(key, 0) + value
+            self._status.last_commit = {
+                "commit_id": result.commit_id, "records": result.records,
+                "tables": {name: s.snapshot_id for name, s in result.tables.items()},
+                "vtts_ms": result.vtts_ms, "duration_ms": result.duration_ms, "at": time.time(),
+            }

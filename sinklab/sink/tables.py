@@ -1,0 +1,163 @@
+"""Destination tables: what the sink knows of them (snapshot, recorded offsets) and creating them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyspark.sql import types as T
+
+from sinklab.sink.progress import Offsets, parse_offsets
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyspark.sql import DataFrame, SparkSession
+
+SINK_PROP = "sinklab.sink"
+OFFSETS_PROP = "sinklab.offsets"
+COMMIT_ID_PROP = "sinklab.commit-id"
+VTTS_PROP = "sinklab.vtts"
+# How far back through snapshots of other writers (compaction, users) to look for our last commit.
+MAX_ANCESTORS = 1000
+
+
+@dataclass
+class TableState:
+    """A table as the cycle planned against it: the branch head and what this sink recorded."""
+
+    name: str
+    branch: str
+    exists: bool
+    snapshot_id: int | None = None
+    offsets: Offsets = field(default_factory=dict)
+    table: Table | None = None
+
+    def recorded(self, topic: str, partition: int) -> int:
+        return self.offsets.get(topic, {}).get(partition, -1)
+
+
+def identifier(name: str) -> tuple[str, ...]:
+    return tuple(name.split("."))
+
+
+def load_state(catalog: Catalog, name: str, branch: str, sink: str) -> TableState:
+    try:
+        table = catalog.load_table(identifier(name))
+    except NoSuchTableError:
+        return TableState(name=name, branch=branch, exists=False)
+    ref = table.metadata.refs.get(branch)
+    snapshot_id = ref.snapshot_id if ref else None
+    return TableState(name=name, branch=branch, exists=True, snapshot_id=snapshot_id,
+                      offsets=recorded_offsets(table, snapshot_id, sink), table=table)
+
+
+def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offsets:
+    """The offsets in this sink's newest commit on the branch (other writers' snapshots carry none)."""
+    seen = 0
+    while snapshot_id is not None and seen < MAX_ANCESTORS:
+        snap = table.metadata.snapshot_by_id(snapshot_id)
+        if snap is None:
+            break
+        props = snap.summary.additional_properties if snap.summary else {}
+        if props.get(SINK_PROP) == sink and OFFSETS_PROP in props:
+            return parse_offsets(props[OFFSETS_PROP])
+        snapshot_id = snap.parent_snapshot_id
+        seen += 1
+    return {}
+
+
+def ensure_wap(table: Table) -> None:
+    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled."""
+    if table.properties.get("write.wap.enabled") != "true":
+        with table.transaction() as txn:
+            txn.set_properties({"write.wap.enabled": "true"})
+
+
+# ---- creating tables from records
+def infer_schema(spark: SparkSession, texts: DataFrame, schemas_enable: bool, envelope: str | None) -> T.StructType:
+    """The schema of a new table: the Connect schema when the envelope is there, else JSON inference
+    (integer→long, float→double, boolean, string, object→struct, array→list), in first-seen order."""
+    if schemas_enable and envelope is not None:
+        return connect_to_spark(json.loads(envelope)["schema"])
+    inferred = spark.read.json(texts.rdd.map(lambda r: r[0]), primitivesAsString=False, prefersDecimal=False).schema
+    inferred = T.StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
+    first = texts.first()
+    order = list(json.loads(first[0]).keys()) if first else []
+    rank = {name: i for i, name in enumerate(order)}
+    fields = sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))
+    return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in fields])
+
+
+def _nullable(dtype: T.DataType) -> T.DataType:
+    if isinstance(dtype, T.StructType):
+        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in dtype.fields])
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_nullable(dtype.elementType), True)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(dtype.keyType, _nullable(dtype.valueType), True)
+    if isinstance(dtype, T.NullType):
+        return T.StringType()  # a field only ever seen as null
+    return dtype
+
+
+CONNECT_PRIMITIVES: dict[str, T.DataType] = {
+    "int8": T.IntegerType(), "int16": T.IntegerType(), "int32": T.IntegerType(), "int64": T.LongType(),
+    "float32": T.FloatType(), "float64": T.DoubleType(), "boolean": T.BooleanType(), "string": T.StringType(),
+    "bytes": T.BinaryType(),
+}
+
+
+def connect_to_spark(schema: dict[str, Any]) -> T.StructType:
+    dtype = _connect_type(schema, "value")
+    if not isinstance(dtype, T.StructType):
+        raise ValueError(f"the Connect schema of the value must be a struct, got {schema.get('type')!r}")
+    return dtype
+
+
+def _connect_type(schema: dict[str, Any], path: str) -> T.DataType:
+    logical = schema.get("name")
+    if logical == "org.apache.kafka.connect.data.Timestamp":
+        return T.TimestampType()
+    if logical == "org.apache.kafka.connect.data.Date":
+        return T.DateType()
+    if logical == "org.apache.kafka.connect.data.Time":
+        # Spark cannot write Iceberg's time type: keep Connect's millis of the day.
+        return T.IntegerType()
+    if logical == "org.apache.kafka.connect.data.Decimal":
+        params = schema.get("parameters") or {}
+        scale = int(params.get("scale", 0))
+        precision = int(params.get("connect.decimal.precision", 38))
+        return T.DecimalType(precision, scale)
+    kind = schema.get("type")
+    if kind in CONNECT_PRIMITIVES:
+        return CONNECT_PRIMITIVES[kind]
+    if kind == "struct":
+        return T.StructType([
+            T.StructField(f["field"], _connect_type(f, f"{path}.{f['field']}"), bool(f.get("optional", True)))
+            for f in schema.get("fields", [])
+        ])
+    if kind == "array":
+        return T.ArrayType(_connect_type(schema["items"], f"{path}[]"), True)
+    if kind == "map":
+        return T.MapType(T.StringType(), _connect_type(schema["values"], f"{path}{{}}"), True)
+    raise ValueError(f"{path}: unsupported Kafka Connect schema type {kind!r}")
+
+
+def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.StructType,
+                 properties: dict[str, str]) -> None:
+    """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too."""
+    ns, _, _ = name.rpartition(".")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog_name}.{quote(ns)}")
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    ddl = jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
+    props = {"format-version": "2", "write.wap.enabled": "true", **properties}
+    tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl}) USING iceberg "
+              f"TBLPROPERTIES ({tblprops})")
+
+
+def quote(name: str) -> str:
+    return ".".join(f"`{part}`" for part in name.split("."))
