@@ -294,9 +294,6 @@ def _validate(config: SinkConfig) -> None:
             raise ConfigError(f"iceberg.tables: {table!r} needs a namespace (namespace.table)")
     if config.dynamic_enabled and not config.route_field:
         raise ConfigError("iceberg.tables.route-field: dynamic routing needs a route field")
-    if len(config.tables) > 1 and not config.route_field:
-        raise ConfigError("iceberg.tables.route-field: several tables need a route field "
-                          "(and iceberg.table.<table>.route-regex for each)")
     unsupported = {
         "iceberg.tables.route-field": config.route_field,
         "iceberg.tables.default-id-columns / id-columns": config.default_id_columns or config.id_columns,

@@ -96,6 +96,7 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str]) -> SparkSe
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")
     )
     if settings.jars:
         builder = builder.config("spark.jars", ",".join(settings.jars))
@@ -105,4 +106,6 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str]) -> SparkSe
         builder = builder.config("spark.jars", str(iceberg_runtime_jar()))
     for key, value in {**catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

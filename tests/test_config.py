@@ -1,0 +1,58 @@
+"""Configuration: the Kafka Connect JSON a user has, validated with messages that name the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sinklab.demo import SEED_CONFIG
+from sinklab.sink.config import ConfigError, load_config
+
+
+def test_seed_config_loads_verbatim() -> None:
+    config = load_config(SEED_CONFIG)
+    assert config.name == "pizzas-on-ice"
+    assert config.topics == ["completed-pizzas"] and config.tables == ["rpc.pizzas"]
+    assert config.catalog_name == "demo" and config.catalog_properties["uri"] == "http://iceberg-rest:8181"
+    assert config.auto_create and config.evolve_schema and not config.schemas_enable
+    assert config.commit_interval_ms == 180000
+    assert any("connector.class" in n for n in config.notes)
+    assert config.transactional_id == "sinklab-pizzas-on-ice" and config.group_id == "connect-pizzas-on-ice"
+
+
+def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    converter = "org.apache.kafka.connect.json.JsonConverter"
+    path.write_text(json.dumps({"name": "s1", "config": {"topics": "a,b", "iceberg.tables": "ns.t",
+                                                          "value.converter": converter, "some.unknown": "x"}}))
+    config = load_config(path)
+    assert config.name == "s1" and config.topics == ["a", "b"]
+    assert config.schemas_enable  # JsonConverter's own default
+    assert config.commit_interval_ms == 300000 and config.control_topic == "control-iceberg"
+    assert any("some.unknown" in n for n in config.notes)
+
+
+@pytest.mark.parametrize(("conf", "key"), [
+    ({"iceberg.tables": "ns.t"}, "topics"),
+    ({"topics": "a"}, "iceberg.tables"),
+    ({"topics": "a", "iceberg.tables": "flat"}, "iceberg.tables"),
+    ({"topics": "a", "iceberg.tables": "ns.t", "iceberg.control.commit.interval-ms": "soon"},
+     "iceberg.control.commit.interval-ms"),
+    ({"topics": "a", "iceberg.tables": "ns.t", "iceberg.tables.auto-create-enabled": "yes"},
+     "iceberg.tables.auto-create-enabled"),
+    ({"topics": "a", "iceberg.tables": "ns.t", "value.converter": "io.confluent.connect.avro.AvroConverter"},
+     "value.converter"),
+    ({"topics.regex": "logs.[", "iceberg.tables": "ns.t"}, "topics.regex"),
+    ({"topics": "a", "iceberg.tables": "ns.t", "errors.tolerance": "some"}, "errors.tolerance"),
+])
+def test_bad_values_name_the_key(conf: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config({"name": "s", **conf})
+    assert str(info.value).startswith(key)
+
+
+def test_topic_regex_matches_daily_topics() -> None:
+    config = load_config({"name": "s", "topics.regex": r"logs\.\d{8}", "iceberg.tables": "ns.logs"})
+    assert config.matches_topic("logs.20240102") and not config.matches_topic("logs.x")

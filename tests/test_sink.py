@@ -1,0 +1,301 @@
+"""The sink on the embedded stack: delivery, resumption, exactly-once under crashes and zombies."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sinklab.demo import SEED_CONFIG
+from sinklab.generators import pizza_events, produce_json
+from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
+from sinklab.sink import coordinator as coordinator_module
+from sinklab.stack import Stack
+from sinklab.stack.process import stop_pid
+
+pytestmark = pytest.mark.spark
+
+
+def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"name": f"sink-{unique}", "config": {
+        "topics": unique, "iceberg.tables": ",".join(tables or [f"{unique}.pizzas"]), "iceberg.catalog": "sinklab",
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "500",
+        "value.converter.schemas.enable": "false", **extra}}
+
+
+def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:
+    events = list(pizza_events(count, seed=seed))
+    produce_json(stack.bootstrap_servers, topic, events, key_field="order_id")
+    return [e["order_id"] for e in events]
+
+
+def order_ids(stack: Stack, table: str) -> list[str]:
+    return [r.order_id for r in stack.spark.table(f"sinklab.{table}").select("order_id").collect()]
+
+
+def sink_snapshots(stack: Stack, table: str) -> list[dict[str, str]]:
+    snaps = stack.catalog.load_table(tuple(table.split("."))).metadata.snapshots
+    return [dict(s.summary.additional_properties) for s in snaps if s.summary]
+
+
+@pytest.fixture()
+def stack_file(stack: Stack, tmp_path: Path) -> Path:
+    return stack.write(tmp_path / "stack.json")
+
+
+def test_all_records_arrive_and_resume(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique, partitions=3)
+    ids = produce(stack, unique, 3000, seed=1)
+    sink = IcebergSink(stack, sink_config(unique))
+    try:
+        first = sink.run_once()
+        assert first is not None and first.records == 3000
+        table = f"{unique}.pizzas"
+        assert sorted(order_ids(stack, table)) == sorted(ids)
+        assert sink.run_once() is None  # nothing new: no cycle, no snapshot
+        assert len(sink_snapshots(stack, table)) == 1
+
+        more = produce(stack, unique, 1000, seed=2)
+        second = sink.run_once()
+        assert second is not None and second.records == 1000
+        assert sorted(order_ids(stack, table)) == sorted(ids + more)
+        snaps = sink_snapshots(stack, table)
+        assert len(snaps) == 2 and {s["sinklab.commit-id"] for s in snaps} == {first.commit_id, second.commit_id}
+        assert json.loads(snaps[-1]["sinklab.offsets"])[unique] == {"0": second.offsets[unique][0],
+                                                                    "1": second.offsets[unique][1],
+                                                                    "2": second.offsets[unique][2]}
+        assert int(snaps[-1]["sinklab.vtts"]) > 0
+
+        log = read_control_log(stack.bootstrap_servers, sink=f"sink-{unique}")
+        complete = log[log["type"] == "commit-complete"]
+        assert list(complete["commit_id"]) == [first.commit_id, second.commit_id]
+        assert [t[0]["records"] for t in complete["tables"]] == [3000, 1000]
+        assert all(t[0]["data_files"] for t in complete["tables"])
+        status = sink.status()
+        assert status.records == 4000 and status.cycles == 2 and sum(status.lag.values()) == 0
+    finally:
+        sink.stop()
+
+
+def test_types_follow_the_table(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    stack.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS sinklab.{unique}")
+    stack.spark.sql(
+        f"CREATE TABLE sinklab.{unique}.typed (id BIGINT, ts TIMESTAMP, d DATE, amount DECIMAL(10,2), ok BOOLEAN, "
+        "tags ARRAY<STRING>, attrs MAP<STRING, INT>, addr STRUCT<city: STRING, zip: INT>) USING iceberg")
+    values = [
+        {"id": 1, "ts": "2024-01-04 12:28:13", "d": "2024-01-04", "amount": 12.5, "ok": True, "tags": ["a"],
+         "attrs": {"x": 1}, "addr": {"city": "Oslo", "zip": 150}, "extra": "ignored"},
+        {"id": 2, "ts": "2024-01-04T12:28:13+01:00", "d": 19726, "amount": "7.25", "ok": False},
+        {"id": 3, "ts": 1704371293000},
+    ]
+    produce_json(stack.bootstrap_servers, unique, values)
+    sink = IcebergSink(stack, sink_config(unique, [f"{unique}.typed"]))
+    try:
+        assert sink.run_once().records == 3
+    finally:
+        sink.stop()
+    rows = {r.id: r for r in stack.spark.table(f"sinklab.{unique}.typed").collect()}
+    assert rows[1].ts.isoformat() == rows[3].ts.isoformat() == "2024-01-04T12:28:13"
+    assert rows[2].ts.isoformat() == "2024-01-04T11:28:13"
+    assert str(rows[1].d) == str(rows[2].d) == "2024-01-04"
+    assert float(rows[1].amount) == 12.5 and float(rows[2].amount) == 7.25
+    assert rows[1].tags == ["a"] and rows[1].attrs == {"x": 1} and rows[1].addr.zip == 150
+    assert rows[3].ok is None and rows[3].tags is None
+
+
+def test_connect_envelope_auto_create(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    schema = {"type": "struct", "fields": [
+        {"field": "id", "type": "int64", "optional": False},
+        {"field": "at", "type": "int64", "name": "org.apache.kafka.connect.data.Timestamp", "optional": True},
+        {"field": "day", "type": "int32", "name": "org.apache.kafka.connect.data.Date", "optional": True},
+        {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "2"}, "optional": True},
+    ]}
+    # 1234 unscaled at scale 2 = 12.34, base64 of big-endian 0x04D2.
+    produce_json(stack.bootstrap_servers, unique, [
+        {"schema": schema, "payload": {"id": 1, "at": 1704371293000, "day": 19726, "price": "BNI="}}])
+    sink = IcebergSink(stack, sink_config(unique, [f"{unique}.env"], **{"value.converter.schemas.enable": "true"}))
+    try:
+        assert sink.run_once().records == 1
+    finally:
+        sink.stop()
+    row = stack.spark.table(f"sinklab.{unique}.env").first()
+    assert row.id == 1 and str(row.day) == "2024-01-04" and float(row.price) == 12.34
+    table = stack.catalog.load_table((unique, "env"))
+    assert str(table.schema().find_field("price").field_type) == "decimal(38, 2)"
+    assert table.schema().find_field("id").required
+
+
+def test_bad_record_stops_before_commit(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    stack.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS sinklab.{unique}")
+    stack.spark.sql(f"CREATE TABLE sinklab.{unique}.t (id BIGINT) USING iceberg")
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1}, {"id": "seven"}])
+    sink = IcebergSink(stack, sink_config(unique, [f"{unique}.t"]))
+    try:
+        with pytest.raises(RecordError) as info:
+            sink.run_once()
+        assert (info.value.topic, info.value.partition, info.value.offset) == (unique, 0, 1)
+        assert info.value.table == f"{unique}.t" and "seven" in str(info.value)
+        assert sink.status().state == "FAILED" and "seven" in sink.status().trace
+        assert stack.spark.table(f"sinklab.{unique}.t").count() == 0
+    finally:
+        sink.stop()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sinklab.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("point", coordinator_module.CRASH_POINTS)
+def test_crash_at_every_step_then_restart(stack: Stack, stack_file: Path, tmp_path: Path, unique: str,
+                                          point: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    tables = [f"{unique}.a", f"{unique}.b"]
+    config = tmp_path / "sink.json"
+    config.write_text(json.dumps(sink_config(unique, tables)))
+    ids = produce(stack, unique, 500, seed=3)
+    first = run_cli("sink", "run", "--config", str(config), "--stack", str(stack_file), "--once")
+    assert first.returncode == 0, first.stderr
+    more = produce(stack, unique, 700, seed=4)
+
+    crashed = run_cli("sink", "run", "--config", str(config), "--stack", str(stack_file), "--once",
+                      env={coordinator_module.CRASH_ENV: point})
+    assert crashed.returncode == 86, crashed.stderr
+    recovered = run_cli("sink", "run", "--config", str(config), "--stack", str(stack_file), "--once")
+    assert recovered.returncode == 0, recovered.stderr
+    for table in tables:
+        assert sorted(order_ids(stack, table)) == sorted(ids + more), f"{table} after a crash at {point}"
+        refs = stack.catalog.load_table(tuple(table.split("."))).metadata.refs
+        assert list(refs) == ["main"], f"staging branches left behind: {list(refs)}"
+    log = read_control_log(stack.bootstrap_servers, sink=f"sink-{unique}")
+    assert (log["type"] == "commit-complete").sum() == 2  # the crashed cycle's events were never committed
+
+
+def test_sigkill_while_records_arrive(stack: Stack, stack_file: Path, tmp_path: Path, unique: str) -> None:
+    stack.create_topic(unique, partitions=3)
+    config = tmp_path / "sink.json"
+    config.write_text(json.dumps(sink_config(unique)))
+    produced: list[str] = []
+    stop = threading.Event()
+
+    def producer() -> None:
+        seed = 100
+        while not stop.is_set():
+            produced.extend(produce(stack, unique, 300, seed=seed))
+            seed += 1
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    rng = random.Random(5)
+    try:
+        for _ in range(3):
+            proc = subprocess.Popen([sys.executable, "-m", "sinklab.cli", "sink", "run", "--config", str(config),
+                                     "--stack", str(stack_file)], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                time.sleep(rng.uniform(8, 16))
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+            finally:
+                stop_pid(proc.pid)
+    finally:
+        stop.set()
+        thread.join()
+    drained = run_cli("sink", "run", "--config", str(config), "--stack", str(stack_file), "--until-idle", "3")
+    assert drained.returncode == 0, drained.stderr
+    got = order_ids(stack, f"{unique}.pizzas")
+    assert len(got) == len(set(got)), "duplicates after SIGKILLs"
+    assert sorted(got) == sorted(produced)
+
+
+def test_two_instances_zombie_is_fenced(stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack.create_topic(unique, partitions=2)
+    ids = produce(stack, unique, 800, seed=6)
+    old = IcebergSink(stack, sink_config(unique))
+    newer: list[IcebergSink] = []
+    real_crash_point = coordinator_module.crash_point
+
+    def newer_instance_takes_over(name: str) -> None:
+        # After the old instance wrote its data files, a newer instance starts and runs a full cycle.
+        if name == "after-data-files" and not newer:
+            newer.append(IcebergSink(stack, sink_config(unique)))
+            assert newer[0].run_once().records == 800
+        real_crash_point(name)
+
+    monkeypatch.setattr(coordinator_module, "crash_point", newer_instance_takes_over)
+    try:
+        with pytest.raises(SinkFenced, match="fenced"):
+            old.run_once()
+        assert old.status().state == "FAILED"
+        got = order_ids(stack, f"{unique}.pizzas")
+        assert sorted(got) == sorted(ids)
+        more = produce(stack, unique, 100, seed=7)
+        assert newer[0].run_once().records == 100
+        assert sorted(order_ids(stack, f"{unique}.pizzas")) == sorted(ids + more)
+    finally:
+        old.stop()
+        for sink in newer:
+            sink.stop()
+
+
+def test_unrelated_writer_during_commit_is_kept(stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack.create_topic(unique)
+    first = produce(stack, unique, 200, seed=8)
+    sink = IcebergSink(stack, sink_config(unique))
+    table = f"sinklab.{unique}.pizzas"
+    try:
+        sink.run_once()
+        ids = produce(stack, unique, 300, seed=9)
+        real_crash_point = coordinator_module.crash_point
+
+        def someone_writes(name: str) -> None:
+            if name == "after-data-files":
+                stack.spark.sql(f"INSERT INTO {table} (order_id, store_id) VALUES ('by-a-user', 0)")
+            real_crash_point(name)
+
+        monkeypatch.setattr(coordinator_module, "crash_point", someone_writes)
+        assert sink.run_once().records == 300
+    finally:
+        sink.stop()
+    assert sorted(order_ids(stack, f"{unique}.pizzas")) == sorted([*first, *ids, "by-a-user"])
+
+
+def test_seed_config_verbatim_on_the_stack(stack: Stack, stack_file: Path) -> None:
+    stack.create_topic("completed-pizzas", partitions=6)
+    ids = produce(stack, "completed-pizzas", 2000, seed=10)
+    result = run_cli("sink", "run", "--config", str(SEED_CONFIG), "--stack", str(stack_file), "--once")
+    assert result.returncode == 0, result.stderr
+    assert "committed 2000 records to rpc.pizzas" in result.stdout
+    stack.register_spark_catalog("demo")
+    assert sorted(r.order_id for r in stack.spark.table("demo.rpc.pizzas").collect()) == sorted(ids)
+    top = stack.spark.table("demo.rpc.pizzas").groupBy("store_id").count().sort("count", ascending=False).first()
+    assert top.store_id == 1
+
+
+def test_cli_errors_go_to_stderr(stack_file: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "x", "topics": "a", "iceberg.tables": "ns.t",
+                               "iceberg.control.commit.interval-ms": "often"}))
+    result = run_cli("sink", "run", "--config", str(bad), "--stack", str(stack_file), "--once")
+    assert result.returncode != 0 and "iceberg.control.commit.interval-ms" in result.stderr
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_env() -> Iterator[None]:
+    assert coordinator_module.CRASH_ENV not in os.environ
+    yield
