@@ -265,7 +265,7 @@ def test_unrelated_writer_during_commit_is_kept(stack: Stack, unique: str, monke
 
         def someone_writes(name: str) -> None:
             if name == "after-data-files":
-                stack.spark.sql(f"INSERT INTO {table} (order_id, store_id) VALUES ('by-a-user', 0)")
+                stack.spark.sql(f"INSERT INTO {table} VALUES ('by-a-user', 0, NULL, NULL, NULL, NULL, NULL)")
             real_crash_point(name)
 
         monkeypatch.setattr(coordinator_module, "crash_point", someone_writes)
