@@ -30,11 +30,6 @@ def _err(name: str, raw: Column, what: str) -> Column:
     return F.concat(F.lit(f"{name}: "), F.substring(raw, 1, 200), F.lit(f" {what}"))
 
 
-def _as_text(dtype: T.DataType) -> T.DataType:
-    """The schema that extracts a value's raw JSON text at every level of nesting we convert."""
-    return T.StringType()
-
-
 def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
     """Kafka Connect's Decimal logical type arrives as base64 of the unscaled big-endian integer."""
     scale = dtype.scale
@@ -128,7 +123,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
     raise TypeError(f"column {name}: sinklab cannot write Iceberg columns of Spark type {dtype.simpleString()}")
 
 
-def record_text(raw_df: DataFrame, schemas_enable: bool) -> Column:
+def record_text(schemas_enable: bool) -> Column:
     """The JSON text of a record's value: the whole value, or the envelope's payload."""
     text = F.col("value").cast("string")
     if schemas_enable:
@@ -139,7 +134,7 @@ def record_text(raw_df: DataFrame, schemas_enable: bool) -> Column:
 def to_rows(raw_df: DataFrame, schema: T.StructType, schemas_enable: bool) -> DataFrame:
     """Rows shaped as ``schema`` (the table's columns in order), plus META columns and ERROR."""
     text = F.col("value").cast("string")
-    payload = record_text(raw_df, schemas_enable)
+    payload = record_text(schemas_enable)
     text_schema = T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields])
     parsed = raw_df.select(*META, text.alias("_text"), F.from_json(payload, text_schema).alias("_j"))
     first_char = F.substring(F.ltrim(F.col("_text")), 1, 1)

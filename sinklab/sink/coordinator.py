@@ -275,11 +275,11 @@ class Coordinator:
                             rows.select(*schema.fieldNames()), properties, stage_name(self.config.name, commit_id))
 
     def _create(self, name: str, rows_in: DataFrame) -> None:
-        texts = rows_in.select(record_text(rows_in, False).alias("v"))
-        envelope = texts.first()[0] if self.config.schemas_enable else None
-        sample = texts if not self.config.schemas_enable else rows_in.select(
-            record_text(rows_in, True).alias("v"))
-        schema = infer_schema(self.spark, sample, self.config.schemas_enable, envelope)
+        enveloped = self.config.schemas_enable
+        # With the Connect envelope the first record's schema decides; without it, JSON inference.
+        envelope = rows_in.select(F.col("value").cast("string")).first()[0] if enveloped else None
+        payloads = rows_in.select(record_text(enveloped).alias("v"))
+        schema = infer_schema(self.spark, payloads, enveloped, envelope)
         if not schema.fields:
             raise TableMissing(f"table {name}: cannot create it from records with no fields")
         create_table(self.spark, self.config.catalog_name, name, schema, self.config.auto_create_props)
