@@ -81,10 +81,28 @@ def test_all_records_arrive_and_resume(stack: Stack, unique: str) -> None:
         assert list(complete["commit_id"]) == [first.commit_id, second.commit_id]
         assert [t[0]["records"] for t in complete["tables"]] == [3000, 1000]
         assert all(t[0]["data_files"] for t in complete["tables"])
+        assert all(t[0]["write_ms"] > 0 and t[0]["commit_ms"] >= 0 for t in complete["tables"])
         status = sink.status()
         assert status.records == 4000 and status.cycles == 2 and sum(status.lag.values()) == 0
     finally:
         sink.stop()
+
+
+def test_background_thread_start_stop(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    sink = IcebergSink(stack, sink_config(unique)).start()
+    try:
+        assert sink.status().state == "RUNNING"
+        ids = produce(stack, unique, 500, seed=11)
+        deadline = time.monotonic() + 120
+        while sink.status().records < 500 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        status = sink.status()
+        assert status.records == 500 and status.last_commit is not None and status.state == "RUNNING"
+    finally:
+        sink.stop()
+    assert sink.status().state == "STOPPED"
+    assert sorted(order_ids(stack, f"{unique}.pizzas")) == sorted(ids)
 
 
 def test_types_follow_the_table(stack: Stack, unique: str) -> None:

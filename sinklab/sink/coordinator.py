@@ -289,7 +289,9 @@ class Coordinator:
                  vtts: int) -> Staged | None:
         """Compare-and-swap; when the table moved, re-plan it against its new state and try again."""
         for _ in range(MAX_REPLANS):
+            began = time.monotonic()
             if publish(self.catalog, state, staged):
+                staged.commit_ms = int((time.monotonic() - began) * 1000)
                 return staged
             self._forget_stage(state.name, staged.stage)
             fresh = load_state(self.catalog, state.name, state.branch, self.config.name)
@@ -323,7 +325,7 @@ class Coordinator:
                               "records": s.records, "data_files": s.data_files, "delete_files": s.delete_files,
                               "bytes": s.bytes, "offsets": format_offsets(merge_max(states[s.table].offsets,
                                                                                     result.offsets)),
-                              "vtts_ms": result.vtts_ms, "write_ms": s.write_ms, "commit_ms": 0}
+                              "vtts_ms": result.vtts_ms, "write_ms": s.write_ms, "commit_ms": s.commit_ms}
                              for s in result.tables.values()])
         self.producer.produce(self.config.control_topic, events.encode(event), commit_id.encode())
 

@@ -32,6 +32,7 @@ class Staged:
     data_files: list[str]
     delete_files: list[str]
     write_ms: int
+    commit_ms: int = 0  # set when published
 
 
 STAGE_PREFIX = "sinklab-stage-"
