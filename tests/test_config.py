@@ -56,3 +56,38 @@ def test_bad_values_name_the_key(conf: dict[str, str], key: str) -> None:
 def test_topic_regex_matches_daily_topics() -> None:
     config = load_config({"name": "s", "topics.regex": r"logs\.\d{8}", "iceberg.tables": "ns.logs"})
     assert config.matches_topic("logs.20240102") and not config.matches_topic("logs.x")
+
+
+@pytest.mark.parametrize(("conf", "key"), [
+    ({"iceberg.tables.default-partition-by": "weekly(ts)"}, "iceberg.tables.default-partition-by"),
+    ({"iceberg.table.ns.t.partition-by": "bucket(id)"}, "iceberg.table.ns.t.partition-by"),
+    ({"iceberg.tables.route-field": "k", "iceberg.table.ns.t.route-regex": "a("}, "iceberg.table.ns.t.route-regex"),
+    ({"iceberg.table.ns.t.route-regex": "a"}, "iceberg.table.ns.t.route-regex"),
+    ({"errors.tolerance": "all"}, "errors.deadletterqueue.topic.name"),
+    ({"transforms": "x", "transforms.x.type": "org.apache.kafka.connect.transforms.InsertField$Value"},
+     "transforms.x.type"),
+    ({"transforms": "x"}, "transforms.x.type"),
+])
+def test_routing_partition_and_transform_errors_name_the_key(conf: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config({"name": "s", "topics": "a", "iceberg.tables": "ns.t", **conf})
+    assert str(info.value).startswith(key)
+
+
+def test_partition_fields_and_transforms_are_read() -> None:
+    from sinklab.sink.transforms import Debezium, Flatten, KafkaMetadata
+
+    config = load_config({
+        "name": "s", "topics": "a", "iceberg.tables": "ns.t,ns.u",
+        "iceberg.tables.default-partition-by": "day(ts), bucket(16, id)",
+        "iceberg.table.ns.u.partition-by": "truncate(name, 4), region",
+        "transforms": "meta,dbz",
+        "transforms.meta.type": "org.apache.iceberg.connect.transforms.KafkaMetadataTransform",
+        "transforms.meta.nested": "true",
+        "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+        "transforms.dbz.cdc.target.pattern": "cdc.{table}", "sinklab.flatten.separator": "__",
+    })
+    assert [f.ddl for f in config.table_partition_by("ns.t")] == ["days(`ts`)", "bucket(16, `id`)"]
+    assert [f.ddl for f in config.table_partition_by("ns.u")] == ["truncate(4, `name`)", "`region`"]
+    assert config.transforms == [KafkaMetadata(nested=True), Debezium(target_pattern="cdc.{table}"),
+                                 Flatten(delimiter="__")]

@@ -12,40 +12,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from helpers import order_ids, produce, run_cli, sink_config, sink_snapshots
 
 from sinklab.demo import SEED_CONFIG
-from sinklab.generators import pizza_events, produce_json
+from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 
 pytestmark = pytest.mark.spark
-
-
-def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"name": f"sink-{unique}", "config": {
-        "topics": unique, "iceberg.tables": ",".join(tables or [f"{unique}.pizzas"]), "iceberg.catalog": "sinklab",
-        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "500",
-        "value.converter.schemas.enable": "false", **extra}}
-
-
-def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:
-    events = list(pizza_events(count, seed=seed))
-    produce_json(stack.bootstrap_servers, topic, events, key_field="order_id")
-    return [e["order_id"] for e in events]
-
-
-def order_ids(stack: Stack, table: str) -> list[str]:
-    return [r.order_id for r in stack.spark.table(f"sinklab.{table}").select("order_id").collect()]
-
-
-def sink_snapshots(stack: Stack, table: str) -> list[dict[str, str]]:
-    snaps = stack.catalog.load_table(tuple(table.split("."))).metadata.snapshots
-    return [dict(s.summary.additional_properties) for s in snaps if s.summary]
 
 
 @pytest.fixture()
@@ -171,11 +149,6 @@ def test_bad_record_stops_before_commit(stack: Stack, unique: str) -> None:
         assert stack.spark.table(f"sinklab.{unique}.t").count() == 0
     finally:
         sink.stop()
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sinklab.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.mark.parametrize("point", coordinator_module.CRASH_POINTS)

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
+
 # Keys that only mean something inside Kafka Connect: accepted, reported, not used.
 CONNECT_ONLY = {
     "connector.class": "sinklab is the connector",
@@ -35,6 +37,55 @@ class ConfigError(ValueError):
     """A configuration value is wrong; the message names the key."""
 
 
+TIME_TRANSFORMS = {"year": "years", "years": "years", "month": "months", "months": "months", "day": "days",
+                   "days": "days", "date": "days", "hour": "hours", "hours": "hours", "date_hour": "hours"}
+
+
+class PartitionField(BaseModel):
+    """One entry of ``partition-by``: identity, year/month/day/hour(col), bucket(N, col), truncate(W, col)."""
+
+    transform: str  # identity, years, months, days, hours, bucket, truncate
+    column: str
+    param: int | None = None
+
+    @property
+    def ddl(self) -> str:
+        col = ".".join(f"`{p}`" for p in self.column.split("."))
+        if self.transform == "identity":
+            return col
+        if self.param is not None:
+            return f"{self.transform}({self.param}, {col})"
+        return f"{self.transform}({col})"
+
+
+PARTITION_RE = re.compile(r"^\s*(\w+)\s*\(\s*([^),]+?)\s*(?:,\s*([^)]+?)\s*)?\)\s*$")
+
+
+def parse_partition(key: str, text: str) -> PartitionField:
+    text = text.strip()
+    match = PARTITION_RE.match(text)
+    if match is None:
+        if not re.fullmatch(r"[\w.]+", text):
+            raise ConfigError(f"{key}: cannot read partition field {text!r} (expected a column, day(col), "
+                              f"bucket(16, col), truncate(4, col), ...)")
+        return PartitionField(transform="identity", column=text)
+    name, first, second = match.group(1).lower(), match.group(2), match.group(3)
+    if name in TIME_TRANSFORMS or name == "identity":
+        if second is not None:
+            raise ConfigError(f"{key}: {name}() takes one column, got {text!r}")
+        return PartitionField(transform=TIME_TRANSFORMS.get(name, "identity"), column=first)
+    if name in ("bucket", "truncate"):
+        if second is None:
+            raise ConfigError(f"{key}: {name} needs a width and a column, e.g. {name}(16, id); got {text!r}")
+        # Both orders are in use (Spark DDL puts the width first, Java's config the column).
+        width, column = (first, second) if first.isdigit() else (second, first)
+        if not width.isdigit() or int(width) < 1:
+            raise ConfigError(f"{key}: {name} width must be a positive integer, got {text!r}")
+        return PartitionField(transform=name, column=column, param=int(width))
+    raise ConfigError(f"{key}: unknown partition transform {name!r} in {text!r} (use identity, year, month, day, "
+                      f"hour, bucket or truncate)")
+
+
 class SinkConfig(BaseModel):
     name: str
     topics: list[str] = Field(default_factory=list)
@@ -44,8 +95,8 @@ class SinkConfig(BaseModel):
     route_regex: dict[str, str] = Field(default_factory=dict)
     dynamic_enabled: bool = False
     auto_create: bool = False
-    default_partition_by: list[str] = Field(default_factory=list)
-    partition_by: dict[str, list[str]] = Field(default_factory=dict)
+    default_partition_by: list[PartitionField] = Field(default_factory=list)
+    partition_by: dict[str, list[PartitionField]] = Field(default_factory=dict)
     auto_create_props: dict[str, str] = Field(default_factory=dict)
     evolve_schema: bool = False
     schema_force_optional: bool = False
@@ -70,13 +121,26 @@ class SinkConfig(BaseModel):
     dlq_context_headers: bool = False
     errors_log: bool = False
     max_records_per_cycle: int = 5_000_000
+    transforms: list[Transform] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
     def table_branch(self, table: str) -> str:
         return self.commit_branch.get(table, self.default_commit_branch)
 
-    def table_partition_by(self, table: str) -> list[str]:
+    def table_partition_by(self, table: str) -> list[PartitionField]:
         return self.partition_by.get(table, self.default_partition_by)
+
+    def partition_key(self, table: str) -> str:
+        if table in self.partition_by:
+            return f"iceberg.table.{table}.partition-by"
+        return "iceberg.tables.default-partition-by"
+
+    def table_id_columns(self, table: str) -> list[str]:
+        return self.id_columns.get(table, self.default_id_columns)
+
+    @property
+    def row_level(self) -> bool:
+        return self.upsert_mode or self.cdc_field is not None
 
     def matches_topic(self, topic: str) -> bool:
         if topic in self.topics:
@@ -113,7 +177,7 @@ def _list(value: Any) -> list[str]:
     return [part.strip() for part in str(value).split(",") if part.strip()]
 
 
-def _partition_list(value: Any) -> list[str]:
+def _partition_list(key: str, value: Any) -> list[PartitionField]:
     # "bucket(16, id), day(ts)": split on commas outside parentheses.
     parts, depth, current = [], 0, ""
     for ch in str(value):
@@ -125,7 +189,38 @@ def _partition_list(value: Any) -> list[str]:
         depth -= ch == ")"
         current += ch
     parts.append(current.strip())
-    return [p for p in parts if p]
+    return [parse_partition(key, p) for p in parts if p]
+
+
+def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
+    """Kafka Connect's ``transforms`` chain, for the transforms sinklab implements."""
+    out: list[Transform] = []
+    for alias in _list(conf.get("transforms", "")):
+        prefix = f"transforms.{alias}."
+        cls = conf.get(f"{prefix}type")
+        if cls is None:
+            raise ConfigError(f"{prefix}type: transform {alias!r} has no type")
+        model = TRANSFORM_CLASSES.get(str(cls))
+        if model is None:
+            raise ConfigError(f"{prefix}type: sinklab cannot run transform {cls!r} (it runs "
+                              f"{', '.join(sorted({c.rsplit('.', 1)[-1] for c in TRANSFORM_CLASSES}))})")
+        props = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix) and k != f"{prefix}type"}
+        if model is KafkaMetadata:
+            external = props.pop("external_field", None)
+            pair = tuple(str(external).split(",", 1)) if external else None
+            if pair is not None and len(pair) != 2:
+                raise ConfigError(f"{prefix}external_field: expected 'name,value', got {external!r}")
+            out.append(KafkaMetadata(field_name=str(props.pop("field_name", "_kafka_metadata")),
+                                     nested=_bool(f"{prefix}nested", props.pop("nested", False)),
+                                     external_field=pair))  # type: ignore[arg-type]
+        elif model is Flatten:
+            out.append(Flatten(delimiter=str(props.pop("delimiter", "."))))
+        else:
+            out.append(Debezium(target_pattern=props.pop("cdc.target.pattern", None)))
+        notes.extend(f"{prefix}{k}: unknown transform setting ignored" for k in props)
+    if "sinklab.flatten.separator" in conf or _bool("sinklab.flatten", conf.get("sinklab.flatten", False)):
+        out.append(Flatten(delimiter=str(conf.get("sinklab.flatten.separator", "_"))))
+    return out
 
 
 def load_config(source: str | Path | dict[str, Any], name: str | None = None) -> SinkConfig:
@@ -189,7 +284,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
         elif key == "iceberg.tables.auto-create-enabled":
             out["auto_create"] = _bool(key, value)
         elif key == "iceberg.tables.default-partition-by":
-            out["default_partition_by"] = _partition_list(value)
+            out["default_partition_by"] = _partition_list(key, value)
         elif key.startswith("iceberg.tables.auto-create-props."):
             auto_props[key.removeprefix("iceberg.tables.auto-create-props.")] = str(value)
         elif key == "iceberg.tables.evolve-schema-enabled":
@@ -211,7 +306,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             if prop == "route-regex":
                 route_regex[table] = str(value)
             elif prop == "partition-by":
-                partition_by[table] = _partition_list(value)
+                partition_by[table] = _partition_list(key, value)
             elif prop == "id-columns":
                 id_columns[table] = _list(value)
             elif prop == "commit-branch":
@@ -256,6 +351,8 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["errors_log"] = _bool(key, value)
         elif key == "sinklab.cycle.max-records":
             out["max_records_per_cycle"] = _int(key, value, 1)
+        elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten"):
+            continue  # read as a whole by _transforms
         elif key in CONNECT_ONLY:
             notes.append(f"{key}: accepted, not used ({CONNECT_ONLY[key]})")
         else:
@@ -271,6 +368,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             notes.append("value.converter.schemas.enable not set: JsonConverter's default (true) applies")
     out["schemas_enable"] = schemas_enable
 
+    out["transforms"] = _transforms(conf, notes)
     out.update(route_regex=route_regex, partition_by=partition_by, id_columns=id_columns,
                commit_branch=commit_branch, auto_create_props=auto_props, catalog_properties=catalog_props,
                kafka_properties=kafka_props, notes=notes)
@@ -294,13 +392,21 @@ def _validate(config: SinkConfig) -> None:
             raise ConfigError(f"iceberg.tables: {table!r} needs a namespace (namespace.table)")
     if config.dynamic_enabled and not config.route_field:
         raise ConfigError("iceberg.tables.route-field: dynamic routing needs a route field")
+    for table, regex in config.route_regex.items():
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise ConfigError(f"iceberg.table.{table}.route-regex: invalid regular expression {regex!r} ({exc})"
+                              ) from None
+        if not config.route_field:
+            raise ConfigError(f"iceberg.table.{table}.route-regex: needs iceberg.tables.route-field")
+    if config.errors_tolerance == "all" and not config.dlq_topic:
+        # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
+        raise ConfigError("errors.deadletterqueue.topic.name: errors.tolerance=all needs a dead-letter topic")
     unsupported = {
-        "iceberg.tables.route-field": config.route_field,
         "iceberg.tables.default-id-columns / id-columns": config.default_id_columns or config.id_columns,
         "iceberg.tables.upsert-mode-enabled": config.upsert_mode,
         "iceberg.tables.cdc-field": config.cdc_field,
-        "errors.tolerance=all": config.errors_tolerance == "all",
-        "iceberg.tables.default-partition-by / partition-by": config.default_partition_by or config.partition_by,
     }
     for key, value in unsupported.items():
         if value:

@@ -15,10 +15,23 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sinklab.sink.errors import (
+    MALFORMED_JSON,
+    MISSING_REQUIRED,
+    NOT_AN_OBJECT,
+    OUT_OF_RANGE,
+    TYPE_MISMATCH,
+    UNDECODABLE,
+)
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sinklab.sink.transforms import Transform
+
 ERROR = "_sinklab_error"
+ROUTE = "_sinklab_route"
+OP = "_sinklab_op"
 META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
@@ -26,8 +39,8 @@ INT_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31}
 FLOAT_MAX = 3.4028234663852886e38
 
 
-def _err(name: str, raw: Column, what: str) -> Column:
-    return F.concat(F.lit(f"{name}: "), F.substring(raw, 1, 200), F.lit(f" {what}"))
+def _err(kind: str, name: str, raw: Column, what: str) -> Column:
+    return F.concat(F.lit(f"{kind}: {name}: "), F.substring(raw, 1, 200), F.lit(f" {what}"))
 
 
 def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
@@ -58,100 +71,130 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
         ok = as_long.isNotNull() if bound is None else as_long.between(-bound, bound - 1)
         value = F.when(ok, as_long.cast(dtype))
         kind = dtype.simpleString()
-        error = F.when(present & as_long.isNull(), _err(name, raw, f"is not an integer ({kind})")).when(
-            present & ~ok, _err(name, raw, f"is out of range for {kind}"))
+        error = F.when(present & ~raw.rlike(INT_RE), _err(TYPE_MISMATCH, name, raw, f"is not an integer ({kind})")
+                       ).when(present & ~ok, _err(OUT_OF_RANGE, name, raw, f"is out of range for {kind}"))
         return value, error
     if isinstance(dtype, T.DoubleType | T.FloatType):
         as_double = F.when(raw.rlike(NUM_RE), F.trim(raw).cast("double"))
         ok = as_double.isNotNull()
         if isinstance(dtype, T.FloatType):
             ok = ok & (F.abs(as_double) <= FLOAT_MAX)
-        error = F.when(present & as_double.isNull(), _err(name, raw, f"is not a number ({dtype.simpleString()})")
-                       ).when(present & ~ok, _err(name, raw, "is out of range for float"))
+        error = F.when(present & as_double.isNull(),
+                       _err(TYPE_MISMATCH, name, raw, f"is not a number ({dtype.simpleString()})")
+                       ).when(present & ~ok, _err(OUT_OF_RANGE, name, raw, "is out of range for float"))
         return F.when(ok, as_double.cast(dtype)), error
     if isinstance(dtype, T.BooleanType):
         lowered = F.lower(F.trim(raw))
         value = F.when(lowered == "true", F.lit(True)).when(lowered == "false", F.lit(False))
-        return value, F.when(present & value.isNull(), _err(name, raw, "is not a boolean"))
+        return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a boolean"))
     if isinstance(dtype, T.DecimalType):
         value = F.when(raw.rlike(NUM_RE), F.trim(raw).cast(dtype)).otherwise(_connect_decimal_udf(dtype)(raw))
-        return value, F.when(present & value.isNull(),
-                             _err(name, raw, f"is not a {dtype.simpleString()} (or out of its range)"))
+        error = F.when(present & ~raw.rlike(NUM_RE) & value.isNull(),
+                       _err(TYPE_MISMATCH, name, raw, f"is not a {dtype.simpleString()}")).when(
+            present & value.isNull(), _err(OUT_OF_RANGE, name, raw, f"is out of range for {dtype.simpleString()}"))
+        return value, error
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
         target = "timestamp_ntz" if isinstance(dtype, T.TimestampNTZType) else "timestamp"
         # Epoch millis (Connect's Timestamp), else '2024-01-04 12:28:13' or ISO-8601 with or without zone.
         value = F.when(raw.rlike(INT_RE), F.timestamp_millis(F.trim(raw).cast("long")).cast(target)).otherwise(
             F.trim(raw).cast(target))
-        return value, F.when(present & value.isNull(), _err(name, raw, "is not a timestamp"))
+        return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a timestamp"))
     if isinstance(dtype, T.DateType):
         # Epoch days (Connect's Date), else 'YYYY-MM-DD'.
         value = F.when(raw.rlike(INT_RE), F.date_add(F.lit("1970-01-01").cast("date"), F.trim(raw).cast("int"))
                        ).otherwise(F.trim(raw).cast("date"))
-        return value, F.when(present & value.isNull(), _err(name, raw, "is not a date"))
+        return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a date"))
     if isinstance(dtype, T.BinaryType):
         value = F.unbase64(raw)
-        return value, F.when(present & value.isNull(), _err(name, raw, "is not base64"))
+        return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not base64"))
     if isinstance(dtype, T.StructType):
         text_schema = T.StructType([T.StructField(f.name, T.StringType()) for f in dtype.fields])
         inner = F.from_json(raw, text_schema)
         parts = [convert(inner[f.name], f.dataType, f"{name}.{f.name}") for f in dtype.fields]
         required = [F.when(present & inner.isNotNull() & inner[f.name].isNull(),
-                           F.lit(f"{name}.{f.name}: missing required field"))
+                           F.lit(f"{MISSING_REQUIRED}: {name}.{f.name}: missing required field"))
                     for f in dtype.fields if not f.nullable]
         value = F.when(inner.isNotNull(), F.struct(*[v.alias(f.name) for (v, _), f in zip(parts, dtype.fields,
                                                                                             strict=True)]))
         errors = [e for _, e in parts] + required
         nested = F.concat_ws("; ", *errors) if errors else F.lit("")
-        error = F.when(present & inner.isNull(), _err(name, raw, "is not a JSON object")).when(
+        error = F.when(present & inner.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a JSON object")).when(
             present & (nested != ""), nested)
         return value, error
     if isinstance(dtype, T.ArrayType):
         arr = F.from_json(raw, T.ArrayType(T.StringType()))
         value = F.transform(arr, lambda e: convert(e, dtype.elementType, f"{name}[]")[0])
         bad = F.exists(arr, lambda e: e.isNotNull() & convert(e, dtype.elementType, f"{name}[]")[1].isNotNull())
-        error = F.when(present & arr.isNull(), _err(name, raw, "is not a JSON array")).when(
-            present & bad, _err(name, raw, f"has an element that is not {dtype.elementType.simpleString()}"))
+        error = F.when(present & arr.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a JSON array")).when(
+            present & bad,
+            _err(TYPE_MISMATCH, name, raw, f"has an element that is not {dtype.elementType.simpleString()}"))
         return value, error
     if isinstance(dtype, T.MapType):
         m = F.from_json(raw, T.MapType(T.StringType(), T.StringType()))
         value = F.transform_values(m, lambda _, v: convert(v, dtype.valueType, f"{name}{{}}")[0])
         bad = F.exists(F.map_values(m), lambda v: v.isNotNull()
                        & convert(v, dtype.valueType, f"{name}{{}}")[1].isNotNull())
-        error = F.when(present & m.isNull(), _err(name, raw, "is not a JSON object")).when(
-            present & bad, _err(name, raw, f"has a value that is not {dtype.valueType.simpleString()}"))
+        error = F.when(present & m.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a JSON object")).when(
+            present & bad, _err(TYPE_MISMATCH, name, raw, f"has a value that is not {dtype.valueType.simpleString()}"))
         return value, error
     raise TypeError(f"column {name}: sinklab cannot write Iceberg columns of Spark type {dtype.simpleString()}")
 
 
-def record_text(schemas_enable: bool) -> Column:
-    """The JSON text of a record's value: the whole value, or the envelope's payload."""
-    text = F.col("value").cast("string")
+def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
+            cdc_field: str | None = None) -> DataFrame:
+    """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
+    the route value, and ERROR for records no table could take (undecodable, malformed, not an object)."""
+    text = F.decode(F.col("value"), "UTF-8")
+    # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
+    undecodable = F.encode(text, "UTF-8") != F.col("value")
     if schemas_enable:
-        return F.get_json_object(text, "$.payload")
-    return text
-
-
-def to_rows(raw_df: DataFrame, schema: T.StructType, schemas_enable: bool) -> DataFrame:
-    """Rows shaped as ``schema`` (the table's columns in order), plus META columns and ERROR."""
-    text = F.col("value").cast("string")
-    payload = record_text(schemas_enable)
-    text_schema = T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields])
-    parsed = raw_df.select(*META, text.alias("_text"), F.from_json(payload, text_schema).alias("_j"))
-    first_char = F.substring(F.ltrim(F.col("_text")), 1, 1)
-    if schemas_enable:
-        shape_error = F.when(F.get_json_object("_text", "$.payload").isNull(),
-                             F.lit("value has no Kafka Connect schema/payload envelope (schemas.enable=true)"))
+        payload = F.get_json_object(text, "$.payload")
+        schema = F.get_json_object(text, "$.schema")
+        shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
+            F.get_json_object(text, "$") .isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
+            payload.isNull(), F.lit(f"{NOT_AN_OBJECT}: value has no Kafka Connect schema/payload envelope "
+                                    "(value.converter.schemas.enable=true)"))
     else:
-        shape_error = F.when(first_char != "{", F.lit("value is not a JSON object")).when(
-            F.col("_j").isNull(), F.lit("value is malformed JSON"))
-    values, errors = [], [shape_error]
+        payload, schema = text, F.lit(None).cast("string")
+        shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
+            F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON"))
+    first_char = F.substring(F.ltrim(payload), 1, 1)
+    shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
+        F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
+    out = raw_df.select(*META, "key", "value", "headers", payload.alias("_payload"), schema.alias("_schema"),
+                        shape.alias(ERROR))
+    if transforms:
+        from sinklab.sink.transforms import apply_in_spark
+
+        out = apply_in_spark(out, transforms)
+    route = F.get_json_object("_payload", f"$.{route_field}") if route_field else F.lit(None).cast("string")
+    op = F.get_json_object("_payload", f"$.{cdc_field}") if cdc_field else F.lit(None).cast("string")
+    return out.withColumn(ROUTE, route).withColumn(OP, op)
+
+
+def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False) -> DataFrame:
+    """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR."""
+    if case_insensitive:
+        fields = F.transform_keys(F.from_json("_payload", T.MapType(T.StringType(), T.StringType())),
+                                  lambda k, _: F.lower(k))
+        raw_of = {f.name: fields[f.name.lower()] for f in schema.fields}
+    else:
+        text_schema = T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields])
+        parsed = F.from_json("_payload", text_schema)
+        raw_of = {f.name: parsed[f.name] for f in schema.fields}
+    values, errors = [], []
     for field in schema.fields:
-        raw = F.col("_j")[field.name]
+        raw = raw_of[field.name]
         value, error = convert(raw, field.dataType, field.name)
         values.append(value.alias(field.name))
         errors.append(error)
         if not field.nullable:
-            errors.append(F.when(F.col("_j").isNotNull() & raw.isNull(),
-                                 F.lit(f"{field.name}: missing required field")))
+            errors.append(F.when(raw.isNull(), F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
     joined = F.concat_ws("; ", *errors)
-    return parsed.select(*values, *META, F.when(joined != "", joined).alias(ERROR))
+    # The raw record rides along so that a bad one can be dead-lettered as it came.
+    return records.select(*values, *META, "key", "value", "headers", OP,
+                          F.when(joined != "", joined).alias(ERROR))
+
+
+def error_kind(error: Column) -> Column:
+    return F.substring_index(error, ":", 1)

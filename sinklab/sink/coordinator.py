@@ -18,11 +18,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from sinklab.sink import events
+from sinklab.sink import dlq, events, route
 from sinklab.sink.config import SinkConfig
-from sinklab.sink.convert import ERROR, META, record_text, to_rows
-from sinklab.sink.errors import CommitTimeout, RecordError, SinkFenced, TableMissing
-from sinklab.sink.progress import Offsets, describe, format_offsets, merge_max, nest, start_offsets
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, prepare, to_rows
+from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
+from sinklab.sink.evolve import evolve
+from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
 from sinklab.sink.reader import OffsetRange, read_ranges
 from sinklab.sink.tables import (
     COMMIT_ID_PROP,
@@ -30,10 +31,12 @@ from sinklab.sink.tables import (
     SINK_PROP,
     VTTS_PROP,
     TableState,
+    all_optional,
     create_table,
     ensure_wap,
     infer_schema,
     load_state,
+    partition_schema,
     quote,
 )
 from sinklab.sink.write import Staged, drop_stage, drop_stale_stages, publish, stage_name, write_staged
@@ -70,6 +73,21 @@ class Plan:
 
 
 @dataclass
+class Cycle:
+    """What one cycle carries from reading to committing."""
+
+    plan: Plan
+    commit_id: str
+    vtts: int
+    counters: dict[str, int]
+    letters: list[dlq.DeadLetter] = field(default_factory=list)
+
+    @property
+    def ranges(self) -> list[tuple[str, int, int, int]]:
+        return [(r.topic, r.partition, r.start, r.end) for r in self.plan.ranges]
+
+
+@dataclass
 class CycleResult:
     commit_id: str
     records: int
@@ -99,7 +117,9 @@ class Coordinator:
             self.producer.init_transactions(30)
         except KafkaException as exc:
             raise self._fenced_or(exc) from exc
-        self._ensure_control_topic()
+        self._ensure_topic(config.control_topic)
+        if config.dlq_topic:
+            self._ensure_topic(config.dlq_topic)
         self._recovered: set[str] = set()
         self.last_plan: Plan | None = None
 
@@ -108,14 +128,14 @@ class Coordinator:
         self.producer.flush(5)
 
     # ---- planning
-    def _ensure_control_topic(self) -> None:
+    def _ensure_topic(self, topic: str) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.kafka_conf)
-        if self.config.control_topic not in admin.list_topics(timeout=10).topics:
-            futures = admin.create_topics([NewTopic(self.config.control_topic, 1, 1)])
+        if topic not in admin.list_topics(timeout=10).topics:
+            futures = admin.create_topics([NewTopic(topic, 1, 1)])
             try:
-                futures[self.config.control_topic].result(30)
+                futures[topic].result(30)
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
@@ -124,7 +144,8 @@ class Coordinator:
         topics = self.group.list_topics(timeout=10).topics
         out = []
         for name, meta in sorted(topics.items()):
-            if name == self.config.control_topic or name.startswith("__") or not self.config.matches_topic(name):
+            if name in (self.config.control_topic, self.config.dlq_topic) or name.startswith("__") \
+                    or not self.config.matches_topic(name):
                 continue
             out.extend((name, p) for p in sorted(meta.partitions))
         missing = [t for t in self.config.topics if t not in topics]
@@ -140,8 +161,10 @@ class Coordinator:
             low[tp], high[tp] = self.group.get_watermark_offsets(TopicPartition(*tp), timeout=10)
         committed = self.group.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
         group = {(c.topic, c.partition): c.offset for c in committed}
-        starts = start_offsets(partitions, group, [s.offsets for s in states if s.exists], low, high,
-                               self.config.auto_offset_reset)
+        # Dead letters live in Kafka only: with them, only the group's offsets say what was done, and
+        # falling back to the tables' offsets would skip letters whose transaction never committed.
+        recorded = [s.offsets for s in states if s.exists] if self.config.errors_tolerance == "none" else []
+        starts = start_offsets(partitions, group, recorded, low, high, self.config.auto_offset_reset)
         budget = self.config.max_records_per_cycle
         ends = {}
         for tp in partitions:
@@ -163,15 +186,15 @@ class Coordinator:
     # ---- the cycle
     def run_cycle(self) -> CycleResult | None:
         started = time.monotonic()
-        names = self.config.tables
-        states = {name: self._load(name) for name in names}
-        plan = self.plan(list(states.values()))
+        configured = {name: self._load(name) for name in self.config.tables}
+        plan = self.plan(list(configured.values()))
         if not plan.ranges:
             return None
         commit_id = events.new_commit_id()
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
         raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+        prepared: DataFrame | None = None
         staged: dict[str, Staged] = {}
         in_txn = False
         try:
@@ -180,9 +203,17 @@ class Coordinator:
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
-            records = raw.where(F.col("value").isNotNull())
-            for name in names:
-                result = self._stage(states[name], records, plan, commit_id, vtts)
+            prepared = prepare(raw.where(F.col("value").isNotNull()), self.config.schemas_enable,
+                               self.config.transforms, self.config.route_field,
+                               self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
+            cycle = Cycle(plan, commit_id, vtts, counters)
+            self._bad(cycle, prepared.where(F.col(ERROR).isNotNull()), None)
+            good = prepared.where(F.col(ERROR).isNull())
+            states = self._destinations(cycle, good, configured)
+            rows: dict[str, DataFrame] = {}
+            for name in list(states):
+                states[name], rows[name] = self._rows(cycle, states[name], route.records_for(self.config, good, name))
+                result = self._stage(cycle, states[name], rows[name])
                 if result is not None:
                     staged[name] = result
             crash_point("after-data-files")
@@ -192,10 +223,12 @@ class Coordinator:
             in_txn = True
             self._send(events.COMMIT_START, commit_id)
             self._flush()  # fencing surfaces here, before any table moves
+            if cycle.letters:
+                counters["dead-lettered"] = dlq.produce(self.producer, self.config, cycle.letters)
 
             published: dict[str, Staged] = {}
             for i, name in enumerate(list(staged)):
-                landed = self._publish(states[name], staged[name], records, plan, commit_id, vtts)
+                landed = self._publish(cycle, states[name], staged[name], rows[name])
                 if landed is not None:
                     published[name] = landed
                 if i == 0:
@@ -224,6 +257,8 @@ class Coordinator:
                 self._abort()
             for name, stage in staged.items():
                 self._forget_stage(name, stage.stage)
+            if prepared is not None:
+                prepared.unpersist()
             raw.unpersist()
 
     def _load(self, name: str) -> TableState:
@@ -243,50 +278,102 @@ class Coordinator:
                 marks.append(int(stats[tp].max_ts))
         return min(marks) if marks else plan.planned_at_ms
 
-    def _stage(self, state: TableState, records: DataFrame, plan: Plan, commit_id: str,
-               vtts: int) -> Staged | None:
-        rows_in = _not_yet_recorded(records, state, plan)
-        if rows_in is None:
-            return None
+    def _bad(self, cycle: Cycle, bad: DataFrame, table: str | None) -> None:
+        """Records that cannot be written: stop (errors.tolerance=none) or dead-letter them (all).
+
+        Every bad record of the cycle's whole range is dead-lettered, even one a table already
+        recorded: its earlier dead letter went out in a transaction that never committed.
+        """
+        if self.config.errors_tolerance == "none":
+            first = bad.select(*META, ERROR).orderBy("topic", "partition", "offset").first()
+            if first is not None:
+                raise RecordError(first.topic, first.partition, first.offset, table, first[ERROR])
+            return
+        letters = dlq.collect(bad, table)
+        for letter in letters:
+            cycle.counters[letter.kind] = cycle.counters.get(letter.kind, 0) + 1
+            if self.config.errors_log:
+                dlq.log_letter(letter)
+        cycle.letters.extend(letters)
+
+    def _destinations(self, cycle: Cycle, good: DataFrame, configured: dict[str, TableState]
+                      ) -> dict[str, TableState]:
+        """The tables this cycle writes; records no table takes are counted (and dead-lettered)."""
+        if not self.config.route_field:
+            return dict(configured)  # every record to every table
+        counts, nowhere = route.route_counts(self.config, good)
+        states: dict[str, TableState] = {}
+        for name, n in counts.items():
+            if n == 0:
+                continue
+            state = configured.get(name) or self._load(name)
+            if not state.exists and not self.config.auto_create:
+                if not self.config.dynamic_enabled:
+                    raise TableMissing(f"table {name} does not exist and iceberg.tables.auto-create-enabled is "
+                                       f"false (sink {self.config.name})")
+                nowhere += n  # dynamic routing skips a table that is not there, as the Java sink does
+                continue
+            states[name] = state
+        if nowhere and self.config.errors_tolerance == "all":
+            reason = F.concat(F.lit(f"{NO_TABLE}: {self.config.route_field}="), F.coalesce(F.col(ROUTE), F.lit("null")),
+                              F.lit(" names no table"))
+            self._bad(cycle, route.unrouted(self.config, good, list(states)).withColumn(ERROR, reason), None)
+        elif nowhere:
+            cycle.counters[NO_TABLE] = nowhere
+            log.info("sink %s: %d records routed to no table were skipped", self.config.name, nowhere)
+        return states
+
+    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame]:
+        """The table's rows from its records: created, evolved and converted; bad ones handled."""
         if not state.exists:
-            if not self.config.auto_create:
-                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
-                                   f"false (sink {self.config.name})")
-            self._create(state.name, rows_in)
+            self._create(state.name, records)
             state = self._load(state.name)
             if not state.exists:
                 raise TableMissing(f"table {state.name} was not found after creating it")
         assert state.table is not None
         ensure_wap(state.table)
-        schema = self.spark.table(f"{self.config.catalog_name}.{quote(state.name)}").schema
-        rows = to_rows(rows_in, schema, self.config.schemas_enable)
-        bad = rows.where(F.col(ERROR).isNotNull()).select(*META, ERROR).orderBy("topic", "partition", "offset")
-        first = bad.limit(1).collect()
-        if first:
-            r = first[0]
-            raise RecordError(r.topic, r.partition, r.offset, state.name, r[ERROR])
+        target = f"{self.config.catalog_name}.{quote(state.name)}"
+        schema = self.spark.table(target).schema
+        if self.config.evolve_schema and evolve(self.spark, self.config.catalog_name, state.name, schema, records,
+                                                self.config.schemas_enable, self.config.schema_case_insensitive,
+                                                self.config.schema_force_optional):
+            schema = self.spark.table(target).schema
+            state = self._load(state.name)
+        rows = to_rows(records, schema, self.config.schema_case_insensitive)
+        self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
+        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP)
+
+    def _stage(self, cycle: Cycle, state: TableState, rows: DataFrame) -> Staged | None:
+        fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)
+        if fresh is None:
+            return None
         properties = {
             SINK_PROP: self.config.name,
-            COMMIT_ID_PROP: commit_id,
-            OFFSETS_PROP: format_offsets(merge_max(state.offsets, nest(plan.ends))),
-            VTTS_PROP: str(vtts),
+            COMMIT_ID_PROP: cycle.commit_id,
+            OFFSETS_PROP: format_offsets(merge_max(state.offsets, nest(cycle.plan.ends))),
+            VTTS_PROP: str(cycle.vtts),
         }
-        return write_staged(self.spark, self.catalog, self.config.catalog_name, state,
-                            rows.select(*schema.fieldNames()), properties, stage_name(self.config.name, commit_id))
+        columns = [c for c in rows.columns if c not in (*META, OP)]
+        staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
+                              properties, stage_name(self.config.name, cycle.commit_id))
+        if staged.records == 0 and not staged.delete_files:
+            self._forget_stage(state.name, staged.stage)
+            return None
+        return staged
 
-    def _create(self, name: str, rows_in: DataFrame) -> None:
-        enveloped = self.config.schemas_enable
-        # With the Connect envelope the first record's schema decides; without it, JSON inference.
-        envelope = rows_in.select(F.col("value").cast("string")).first()[0] if enveloped else None
-        payloads = rows_in.select(record_text(enveloped).alias("v"))
-        schema = infer_schema(self.spark, payloads, enveloped, envelope)
+    def _create(self, name: str, records: DataFrame) -> None:
+        schema = infer_schema(self.spark, records, self.config.schemas_enable)
         if not schema.fields:
             raise TableMissing(f"table {name}: cannot create it from records with no fields")
-        create_table(self.spark, self.config.catalog_name, name, schema, self.config.auto_create_props)
+        if self.config.schema_force_optional:
+            schema = all_optional(schema)
+        partition_by = self.config.table_partition_by(name)
+        schema = partition_schema(records, schema, partition_by, self.config.partition_key(name))
+        create_table(self.spark, self.config.catalog_name, name, schema, partition_by,
+                     self.config.auto_create_props)
         log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
 
-    def _publish(self, state: TableState, staged: Staged, records: DataFrame, plan: Plan, commit_id: str,
-                 vtts: int) -> Staged | None:
+    def _publish(self, cycle: Cycle, state: TableState, staged: Staged, rows: DataFrame) -> Staged | None:
         """Compare-and-swap; when the table moved, re-plan it against its new state and try again."""
         for _ in range(MAX_REPLANS):
             began = time.monotonic()
@@ -301,7 +388,7 @@ class Coordinator:
             else:
                 log.warning("table %s moved since planning (another writer); staging again on top of it", state.name)
             state = fresh
-            restaged = self._stage(state, records, plan, commit_id, vtts)
+            restaged = self._stage(cycle, state, rows)
             if restaged is None:
                 return None  # everything this cycle read is already in the table
             staged = restaged
@@ -348,26 +435,3 @@ class Coordinator:
         return exc
 
 
-def _not_yet_recorded(records: DataFrame, state: TableState, plan: Plan) -> DataFrame | None:
-    """The cycle's records the table does not have yet; None when there are none."""
-    keep, full = [], True
-    for r in plan.ranges:
-        recorded = state.recorded(r.topic, r.partition)
-        if recorded >= r.end:
-            full = False
-            continue
-        cond = (F.col("topic") == r.topic) & (F.col("partition") == r.partition)
-        if recorded > r.start:
-            full = False
-            cond = cond & (F.col("offset") >= recorded)
-        keep.append(cond)
-    if not keep:
-        return None
-    if full:
-        return records
-    condition = keep[0]
-    for c in keep[1:]:
-        condition = condition | c
-    log.info("table %s already has part of this cycle (recorded %s); filtering", state.name, describe(
-        {(t, p): o for t, parts in state.offsets.items() for p, o in parts.items()}))
-    return records.where(condition)

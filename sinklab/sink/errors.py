@@ -10,9 +10,11 @@ class SinkError(RuntimeError):
 class RecordError(SinkError):
     """A record could not be converted; nothing of the cycle was committed."""
 
-    def __init__(self, topic: str, partition: int, offset: int, table: str, reason: str):
+    def __init__(self, topic: str, partition: int, offset: int, table: str | None, reason: str):
         self.topic, self.partition, self.offset, self.table, self.reason = topic, partition, offset, table, reason
-        super().__init__(f"record {topic}[{partition}]@{offset} -> table {table}: {reason}")
+        self.kind = reason.split(":", 1)[0]
+        target = f" -> table {table}" if table else ""
+        super().__init__(f"record {topic}[{partition}]@{offset}{target}: {reason}")
 
 
 class TableMissing(SinkError):
@@ -25,3 +27,16 @@ class SinkFenced(SinkError):
 
 class CommitTimeout(SinkError):
     """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
+
+
+# Kinds of bad records: the first word of every per-record error, a counter, a DLQ header.
+UNDECODABLE = "undecodable"
+MALFORMED_JSON = "malformed-json"
+NOT_AN_OBJECT = "not-an-object"
+TRANSFORM = "transform"
+TYPE_MISMATCH = "type-mismatch"
+MISSING_REQUIRED = "missing-required"
+OUT_OF_RANGE = "out-of-range"
+NO_TABLE = "no-table"
+RECORD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM)  # no table could take the record
+

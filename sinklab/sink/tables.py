@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sinklab.sink.config import ConfigError, PartitionField
 from sinklab.sink.progress import Offsets, parse_offsets
 
 if TYPE_CHECKING:
@@ -77,18 +79,58 @@ def ensure_wap(table: Table) -> None:
 
 
 # ---- creating tables from records
-def infer_schema(spark: SparkSession, texts: DataFrame, schemas_enable: bool, envelope: str | None) -> T.StructType:
-    """The schema of a new table: the Connect schema when the envelope is there, else JSON inference
-    (integer→long, float→double, boolean, string, object→struct, array→list), in first-seen order."""
-    if schemas_enable and envelope is not None:
-        return connect_to_spark(json.loads(envelope)["schema"])
-    inferred = spark.read.json(texts.rdd.map(lambda r: r[0]), primitivesAsString=False, prefersDecimal=False).schema
+def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) -> T.StructType:
+    """The schema of prepared records: their Connect schemas when the envelope is there, else JSON
+    inference (integer→long, float→double, boolean, string, object→struct, array→list), in
+    first-seen order. Without the envelope every column is optional."""
+    if schemas_enable:
+        texts = [r[0] for r in records.where(F.col("_schema").isNotNull()).select("_schema").distinct().collect()]
+        merged = T.StructType([])
+        for text in texts:
+            merged = union_schema(merged, connect_to_spark(json.loads(text)))
+        return merged
+    payloads = records.select("_payload")
+    inferred = spark.read.json(payloads.rdd.map(lambda r: r[0]), primitivesAsString=False,
+                               prefersDecimal=False).schema
     inferred = T.StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
-    first = texts.first()
+    first = payloads.first()
     order = list(json.loads(first[0]).keys()) if first else []
     rank = {name: i for i, name in enumerate(order)}
-    fields = sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))
-    return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in fields])
+    return all_optional(T.StructType(sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))))
+
+
+def all_optional(schema: T.StructType) -> T.StructType:
+    return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in schema.fields])
+
+
+def widen(a: T.DataType, b: T.DataType) -> T.DataType | None:
+    """The type that holds both, when Iceberg can promote ``a`` to it; None when it cannot."""
+    if a == b:
+        return a
+    if isinstance(a, T.IntegerType) and isinstance(b, T.LongType):
+        return b
+    if isinstance(a, T.FloatType) and isinstance(b, T.DoubleType):
+        return b
+    if isinstance(a, T.DecimalType) and isinstance(b, T.DecimalType) and a.scale == b.scale:
+        return T.DecimalType(max(a.precision, b.precision), a.scale)
+    return None
+
+
+def union_schema(a: T.StructType, b: T.StructType) -> T.StructType:
+    """Fields of ``a`` (widened where ``b`` needs it), then the fields only ``b`` has."""
+    by_name = {f.name: f for f in b.fields}
+    out = []
+    for f in a.fields:
+        other = by_name.pop(f.name, None)
+        dtype = f.dataType
+        if other is not None:
+            if isinstance(dtype, T.StructType) and isinstance(other.dataType, T.StructType):
+                dtype = union_schema(dtype, other.dataType)
+            else:
+                dtype = widen(dtype, other.dataType) or dtype
+        out.append(T.StructField(f.name, dtype, f.nullable or (other is not None and other.nullable)))
+    out.extend(by_name.values())
+    return T.StructType(out)
 
 
 def _nullable(dtype: T.DataType) -> T.DataType:
@@ -146,17 +188,55 @@ def _connect_type(schema: dict[str, Any], path: str) -> T.DataType:
     raise ValueError(f"{path}: unsupported Kafka Connect schema type {kind!r}")
 
 
+def partition_schema(records: DataFrame, schema: T.StructType, fields: list[PartitionField],
+                     key: str) -> T.StructType:
+    """Check partition columns exist; a string column under a time transform becomes a timestamp
+    when every value reads as one (plain JSON has no timestamp type)."""
+    out = schema
+    for pf in fields:
+        dtype = _field_type(out, pf.column)
+        if dtype is None:
+            raise ConfigError(f"{key}: column {pf.column!r} is not in the records (columns: "
+                              f"{', '.join(out.fieldNames())})")
+        if pf.transform in ("years", "months", "days", "hours") and isinstance(dtype, T.StringType):
+            if "." in pf.column:
+                raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column")
+            raw = F.get_json_object("_payload", f"$.{pf.column}")
+            bad = records.where(raw.isNotNull() & raw.cast("timestamp").isNull()).select(raw).first()
+            if bad is not None:
+                raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column, and {bad[0]!r} "
+                                  f"is not a timestamp")
+            out = T.StructType([T.StructField(f.name, T.TimestampType(), f.nullable) if f.name == pf.column else f
+                                for f in out.fields])
+    return out
+
+
+def _field_type(schema: T.StructType, path: str) -> T.DataType | None:
+    dtype: T.DataType = schema
+    for part in path.split("."):
+        if not isinstance(dtype, T.StructType) or part not in dtype.fieldNames():
+            return None
+        dtype = dtype[part].dataType
+    return dtype
+
+
 def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.StructType,
-                 properties: dict[str, str]) -> None:
+                 partition_by: list[PartitionField], properties: dict[str, str]) -> None:
     """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too."""
     ns, _, _ = name.rpartition(".")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog_name}.{quote(ns)}")
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    ddl = jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
     props = {"format-version": "2", "write.wap.enabled": "true", **properties}
     tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl}) USING iceberg "
-              f"TBLPROPERTIES ({tblprops})")
+    partitioned = f" PARTITIONED BY ({', '.join(pf.ddl for pf in partition_by)})" if partition_by else ""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl(spark, schema)}) USING iceberg"
+              f"{partitioned} TBLPROPERTIES ({tblprops})")
+
+
+def ddl(spark: SparkSession, dtype: T.DataType) -> str:
+    """Spark SQL DDL of a type (a struct: its column list), quoted the way Spark itself does."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    parsed = jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
+    return parsed.toDDL() if isinstance(dtype, T.StructType) else parsed.sql()
 
 
 def quote(name: str) -> str:

@@ -1,0 +1,95 @@
+"""Schema evolution: what the records of a cycle need the table to become, and making it so.
+
+Changes are only ever compatible ones (Iceberg's promotions): add an optional column (nested ones
+too), widen int→long, float→double and decimal precision, make a required column optional when a
+null arrives. Anything else is left to the conversion, which names the record and the column.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sinklab.sink.tables import all_optional, ddl, infer_schema, quote, widen
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger("sinklab.sink")
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str  # add, widen, optional
+    path: tuple[str, ...]
+    dtype: T.DataType | None = None
+
+    def describe(self) -> str:
+        name = ".".join(self.path)
+        if self.action == "optional":
+            return f"{name} becomes optional"
+        assert self.dtype is not None
+        return f"{self.action} {name} {self.dtype.simpleString()}"
+
+
+def plan_changes(table: T.StructType, incoming: T.StructType, nulls: set[str], case_insensitive: bool = False,
+                 force_optional: bool = False, prefix: tuple[str, ...] = ()) -> list[Change]:
+    """The changes that make ``table`` hold records of ``incoming``; ``nulls`` names the required
+    top-level columns that records left null."""
+    changes: list[Change] = []
+
+    def norm(name: str) -> str:
+        return name.lower() if case_insensitive else name
+
+    existing = {norm(f.name): f for f in table.fields}
+    for f in incoming.fields:
+        current = existing.get(norm(f.name))
+        if current is None:
+            # Iceberg adds only optional columns: records written before have no value for them.
+            changes.append(Change("add", (*prefix, f.name), all_optional(T.StructType([f]))[0].dataType))
+            continue
+        path = (*prefix, current.name)
+        if isinstance(current.dataType, T.StructType) and isinstance(f.dataType, T.StructType):
+            changes.extend(plan_changes(current.dataType, f.dataType, set(), case_insensitive, force_optional, path))
+        elif current.dataType != f.dataType:
+            wider = widen(current.dataType, f.dataType)
+            if wider is not None and wider != current.dataType:
+                changes.append(Change("widen", path, wider))
+        if not current.nullable and (current.name in nulls and not prefix or f.nullable and force_optional):
+            changes.append(Change("optional", path))
+    return changes
+
+
+def null_required(records: DataFrame, table: T.StructType) -> set[str]:
+    """Required top-level columns that some record leaves null or out."""
+    required = [f.name for f in table.fields if not f.nullable]
+    if not required:
+        return set()
+    counts = records.select(*[F.max(F.get_json_object("_payload", f"$.{name}").isNull().cast("int")).alias(name)
+                              for name in required]).first()
+    return {name for name in required if counts is not None and counts[name]}
+
+
+def evolve(spark: SparkSession, catalog_name: str, table_name: str, table: T.StructType, records: DataFrame,
+           schemas_enable: bool, case_insensitive: bool, force_optional: bool) -> list[Change]:
+    """Apply the changes the records need; returns them (empty when the table already fits)."""
+    incoming = infer_schema(spark, records, schemas_enable)
+    changes = plan_changes(table, incoming, null_required(records, table), case_insensitive, force_optional)
+    target = f"{catalog_name}.{quote(table_name)}"
+    for change in changes:
+        column = ".".join(f"`{p}`" for p in change.path)
+        if change.action == "add":
+            assert change.dtype is not None
+            spark.sql(f"ALTER TABLE {target} ADD COLUMN {column} {ddl(spark, change.dtype)}")
+        elif change.action == "widen":
+            assert change.dtype is not None
+            spark.sql(f"ALTER TABLE {target} ALTER COLUMN {column} TYPE {ddl(spark, change.dtype)}")
+        else:
+            spark.sql(f"ALTER TABLE {target} ALTER COLUMN {column} DROP NOT NULL")
+    if changes:
+        log.info("table %s evolved: %s", table_name, "; ".join(c.describe() for c in changes))
+    return changes

@@ -1,0 +1,98 @@
+"""Routing: which tables a record goes to (all of them, a regex per table, or named by a field)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sinklab.sink.convert import ROUTE
+from sinklab.sink.progress import Offsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sinklab.sink.config import SinkConfig
+
+TABLE_NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
+
+
+def table_condition(config: SinkConfig, table: str) -> Column:
+    """Records of ``table`` under static routing: every record without a route field."""
+    if not config.route_field:
+        return F.lit(True)
+    regex = config.route_regex.get(table)
+    if regex is None:
+        return F.lit(False)  # as in the Java sink: a table without a route regex takes nothing
+    return F.col(ROUTE).isNotNull() & F.col(ROUTE).rlike(f"^(?:{regex})$")
+
+
+def route_counts(config: SinkConfig, records: DataFrame) -> tuple[dict[str, int], int]:
+    """Records per destination table and the number that go nowhere, in one Spark job."""
+    if config.dynamic_enabled:
+        counts: dict[str, int] = {}
+        unrouted = 0
+        for row in records.groupBy(F.lower(F.trim(F.col(ROUTE))).alias("t")).count().collect():
+            if row.t is not None and TABLE_NAME_RE.match(row.t):
+                counts[row.t] = int(row["count"])
+            else:
+                unrouted += int(row["count"])
+        return counts, unrouted
+    if not config.route_field:
+        total = records.count()
+        return {t: total for t in config.tables}, 0
+    conds = {t: table_condition(config, t) for t in config.tables}
+    nowhere = ~F.greatest(*[c.cast("int") for c in conds.values()], F.lit(0)).cast("boolean")
+    row = records.select(*[F.sum(c.cast("int")).alias(f"t{i}") for i, c in enumerate(conds.values())],
+                         F.sum(nowhere.cast("int")).alias("nowhere")).first()
+    assert row is not None
+    return {t: int(row[f"t{i}"] or 0) for i, t in enumerate(conds)}, int(row["nowhere"] or 0)
+
+
+def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
+    if config.dynamic_enabled:
+        return records.where(F.lower(F.trim(F.col(ROUTE))) == table)
+    if not config.route_field:
+        return records
+    return records.where(table_condition(config, table))
+
+
+def unrouted(config: SinkConfig, records: DataFrame, tables: list[str]) -> DataFrame:
+    """Records no existing (or creatable) table takes."""
+    if config.dynamic_enabled:
+        known = F.lower(F.trim(F.col(ROUTE))).isin(tables) if tables else F.lit(False)
+        return records.where(~F.coalesce(known, F.lit(False)))
+    if not config.route_field:
+        return records.where(F.lit(False))
+    taken = F.lit(False)
+    for t in tables:
+        taken = taken | F.coalesce(table_condition(config, t), F.lit(False))
+    return records.where(~taken)
+
+
+def not_yet_recorded(records: DataFrame, offsets: Offsets, ranges: list[tuple[str, int, int, int]]) -> DataFrame | None:
+    """The records a table does not have yet; None when it has them all.
+
+    ``ranges`` are the cycle's (topic, partition, start, end); ``offsets`` what the table recorded.
+    """
+    keep, full = [], True
+    for topic, partition, start, end in ranges:
+        recorded = offsets.get(topic, {}).get(partition, -1)
+        if recorded >= end:
+            full = False
+            continue
+        cond = (F.col("topic") == topic) & (F.col("partition") == partition)
+        if recorded > start:
+            full = False
+            cond = cond & (F.col("offset") >= recorded)
+        keep.append(cond)
+    if not keep:
+        return None
+    if full:
+        return records
+    condition = keep[0]
+    for c in keep[1:]:
+        condition = condition | c
+    return records.where(condition)

@@ -1,0 +1,175 @@
+"""Bad records: stop with a clear error (errors.tolerance=none) or dead-letter them (all); nothing lost."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from helpers import run_cli, sink_config
+
+from sinklab.sink import IcebergSink, RecordError, read_control_log
+from sinklab.sink import coordinator as coordinator_module
+from sinklab.stack import Stack
+
+pytestmark = pytest.mark.spark
+
+GOOD = [{"id": i, "kind": "pizza", "name": f"n{i}"} for i in range(5)]
+# kind -> a value that is bad in that way, for a table (id BIGINT NOT NULL, kind STRING, name STRING)
+BAD: dict[str, bytes | None] = {
+    "malformed-json": b'{"id": 1, "kind": "pizza"',
+    "not-an-object": b"[1, 2, 3]",
+    "undecodable": b'{"id": 1, "name": "\xff\xfe"}',
+    "type-mismatch": b'{"id": "seven", "kind": "pizza"}',
+    "missing-required": b'{"kind": "pizza", "name": "no id"}',
+    "out-of-range": b'{"id": 99999999999999999999, "kind": "pizza"}',
+    "no-table": b'{"id": 7, "kind": "dessert"}',
+    "tombstone": None,
+}
+
+
+def setup_table(stack: Stack, unique: str) -> str:
+    stack.create_topic(unique)
+    stack.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS sinklab.{unique}")
+    stack.spark.sql(f"CREATE TABLE sinklab.{unique}.t (id BIGINT NOT NULL, kind STRING, name STRING) USING iceberg")
+    return f"{unique}.t"
+
+
+def send(stack: Stack, topic: str, values: list[bytes | None]) -> None:
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, f"key-{i}".encode(), headers=[("origin", f"h{i}".encode())])
+    assert producer.flush(30) == 0
+
+
+def config(unique: str, table: str, **extra: Any) -> dict[str, Any]:
+    return sink_config(unique, [table], **{"iceberg.tables.route-field": "kind",
+                                           f"iceberg.table.{table}.route-regex": "pizza", **extra})
+
+
+def dead_letters(stack: Stack, topic: str) -> list[dict[str, Any]]:
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": uuid.uuid4().hex,
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    out: list[dict[str, Any]] = []
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        while True:
+            msgs = consumer.consume(100, timeout=1.0)
+            out.extend({"key": m.key(), "value": m.value(), "headers": dict(m.headers() or [])}
+                       for m in msgs if m.error() is None)
+            if not msgs and consumer.position([TopicPartition(topic, 0)])[0].offset >= high:
+                return out
+    finally:
+        consumer.close()
+
+
+def encoded(events: list[dict[str, Any]]) -> list[bytes | None]:
+    return [json.dumps(e).encode() for e in events]
+
+
+@pytest.mark.parametrize("kind", [k for k in BAD if k not in ("no-table", "tombstone")])
+def test_tolerance_none_stops_naming_the_record(stack: Stack, unique: str, kind: str) -> None:
+    table = setup_table(stack, unique)
+    send(stack, unique, encoded(GOOD[:2]) + [BAD[kind]] + encoded(GOOD[2:]))
+    sink = IcebergSink(stack, config(unique, table))
+    try:
+        with pytest.raises(RecordError) as info:
+            sink.run_once()
+        assert (info.value.topic, info.value.partition, info.value.offset, info.value.kind) == (unique, 0, 2, kind)
+        status = sink.status()
+        assert status.state == "FAILED" and f"{unique}[0]@2" in (status.trace or "")
+        assert stack.spark.table(f"sinklab.{table}").count() == 0  # nothing of the cycle committed
+    finally:
+        sink.stop()
+
+
+@pytest.mark.parametrize("kind", ["no-table", "tombstone"])
+def test_tolerance_none_skips_and_counts(stack: Stack, unique: str, kind: str) -> None:
+    table = setup_table(stack, unique)
+    send(stack, unique, encoded(GOOD[:2]) + [BAD[kind]] + encoded(GOOD[2:]))
+    sink = IcebergSink(stack, config(unique, table))
+    try:
+        result = sink.run_once()
+        assert result is not None and result.counters[kind.replace("tombstone", "tombstones")] == 1
+        assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)
+    finally:
+        sink.stop()
+
+
+def test_cli_exits_non_zero_with_the_record_on_stderr(stack: Stack, tmp_path: Path, unique: str) -> None:
+    table = setup_table(stack, unique)
+    send(stack, unique, [BAD["type-mismatch"]])
+    path = tmp_path / "sink.json"
+    path.write_text(json.dumps(config(unique, table)))
+    done = run_cli("sink", "run", "--config", str(path), "--stack", str(stack.write(tmp_path / "s.json")), "--once")
+    assert done.returncode != 0
+    assert f"{unique}[0]@0" in done.stderr and table in done.stderr and "seven" in done.stderr
+
+
+def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> None:
+    table = setup_table(stack, unique)
+    dlq = f"{unique}-dlq"
+    values = encoded(GOOD[:2]) + list(BAD.values()) + encoded(GOOD[2:])
+    send(stack, unique, values)
+    sink = IcebergSink(stack, config(unique, table, **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true"}))
+    try:
+        result = sink.run_once()
+        status = sink.status()
+    finally:
+        sink.stop()
+    assert result is not None
+    assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)
+    letters = dead_letters(stack, dlq)
+    # Nothing lost: every record is a row, a dead letter or a counted tombstone.
+    assert len(GOOD) + len(letters) + result.counters["tombstones"] == len(values)
+    by_kind = {letter["headers"]["__sinklab.errors.kind"].decode(): letter for letter in letters}
+    assert set(by_kind) == set(BAD) - {"tombstone"}
+    for kind, letter in by_kind.items():
+        offset = values.index(BAD[kind])
+        assert letter["value"] == BAD[kind] and letter["key"] == f"key-{offset}".encode()
+        headers = letter["headers"]
+        assert headers["origin"] == f"h{offset}".encode()  # the original headers are kept
+        assert headers["__connect.errors.topic"] == unique.encode()
+        assert headers["__connect.errors.partition"] == b"0"
+        assert headers["__connect.errors.offset"] == str(offset).encode()
+        assert headers["__connect.errors.exception.class.name"]
+        assert headers["__connect.errors.exception.message"].decode().startswith(kind)
+    assert by_kind["type-mismatch"]["headers"]["__sinklab.errors.table"] == table.encode()
+    for kind in set(BAD) - {"tombstone"}:
+        assert result.counters[kind] == 1 and status.counters[kind] == 1
+    log = read_control_log(stack.bootstrap_servers, sink=f"sink-{unique}")
+    complete = log[log["type"] == "commit-complete"].iloc[-1]
+    assert complete["counters"]["type-mismatch"] == 1 and complete["counters"]["dead-lettered"] == len(letters)
+
+
+def test_tolerance_all_needs_a_dead_letter_topic(unique: str) -> None:
+    from sinklab.sink.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="errors.deadletterqueue.topic.name"):
+        load_config(sink_config(unique, **{"errors.tolerance": "all"}))
+
+
+def test_crash_with_dead_letters_then_restart_no_duplicates(stack: Stack, tmp_path: Path, unique: str) -> None:
+    table = setup_table(stack, unique)
+    dlq = f"{unique}-dlq"
+    values = encoded(GOOD) + [BAD["type-mismatch"], BAD["malformed-json"]]
+    send(stack, unique, values)
+    path = tmp_path / "sink.json"
+    path.write_text(json.dumps(config(unique, table, **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq})))
+    stack_file = stack.write(tmp_path / "stack.json")
+    crashed = run_cli("sink", "run", "--config", str(path), "--stack", str(stack_file), "--once",
+                      env={coordinator_module.CRASH_ENV: "inside-kafka-transaction"})
+    assert crashed.returncode == 86, crashed.stderr
+    assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)  # the table commit landed
+    recovered = run_cli("sink", "run", "--config", str(path), "--stack", str(stack_file), "--once")
+    assert recovered.returncode == 0, recovered.stderr
+    assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)
+    letters = dead_letters(stack, dlq)
+    assert sorted(letter["value"] for letter in letters) == sorted([BAD["type-mismatch"], BAD["malformed-json"]])
