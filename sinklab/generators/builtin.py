@@ -11,6 +11,9 @@ import yaml
 from sinklab.generators.generator import Generator
 from sinklab.generators.spec import builtin_text
 
+# "Not given", where None is a meaningful value (key_space=None: unbounded keys).
+UNSET: Any = object()
+
 
 def _builtin(name: str) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(builtin_text(name))
@@ -39,12 +42,11 @@ class PaymentGenerator(Generator):
 class CdcGenerator(Generator):
     """Row changes of a customer table (``data-generators/cdc.yaml``), flat (`op` I/U/D) or Debezium."""
 
-    def __init__(self, *, format: Literal["flat", "debezium"] | None = None, mix: dict[str, float] | None = None,
-                 key_space: int | None = None, snapshot: int | None = None, op_field: str | None = None,
-                 **overrides: Any):
+    def __init__(self, *, format: Literal["flat", "debezium"] = UNSET, mix: dict[str, float] = UNSET,
+                 key_space: int | None = UNSET, snapshot: int = UNSET, op_field: str = UNSET, **overrides: Any):
         data = _builtin("cdc")
         given = {"format": format, "mix": mix, "key_space": key_space, "snapshot": snapshot, "op_field": op_field}
-        data["cdc"].update({k: v for k, v in given.items() if v is not None})
+        data["cdc"].update({k: v for k, v in given.items() if v is not UNSET})
         super().__init__(data, **overrides)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 import uuid
 from collections.abc import Callable
@@ -37,7 +38,7 @@ Maker = Callable[[dict[str, Any]], Any]
 EPOCH = datetime(1970, 1, 1)
 # Added to integers that widen to long: every value leaves the 32-bit range.
 LONG_OFFSET = 2**32
-# Floats that widen to double leave the float32 range (max ~3.4e38).
+# Floats that widen to double leave the float32 range (max ~3.4e38): (|v| + 1) * 1e39, sign kept.
 DOUBLE_SCALE = 1e39
 
 
@@ -205,7 +206,7 @@ def widen(make: Maker, spec: FieldSpec, to: str) -> Maker:
     elif isinstance(spec, FloatField):
         def wide(ctx: dict[str, Any]) -> Any:
             value = make(ctx)
-            return value if value is None else value * DOUBLE_SCALE
+            return value if value is None else math.copysign((abs(value) + 1) * DOUBLE_SCALE, value)
     else:
         def wide(ctx: dict[str, Any]) -> Any:
             value = make(ctx)
