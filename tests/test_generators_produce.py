@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import types
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -139,6 +140,30 @@ def test_delivery_errors_are_reported(tmp_path: Path) -> None:
         run.wait(60)
     assert run.delivered == 0 and run.failed == 20 and run.state == "failed" and run.errors
     assert "20 FAILED" in repr(run)
+
+
+def test_notebook_progress_updates_itself(stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # IPython is not a dependency: stand in for its display module and record what the handle shows.
+    shown: list[str] = []
+
+    class DisplayHandle:
+        def update(self, obj: types.SimpleNamespace) -> None:
+            shown.append(obj.data)
+
+    def display(obj: types.SimpleNamespace, display_id: bool = False) -> DisplayHandle:
+        shown.append(obj.data)
+        return DisplayHandle()
+
+    module = types.ModuleType("IPython.display")
+    module.HTML = lambda data: types.SimpleNamespace(data=data)  # type: ignore[attr-defined]
+    module.display = display  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "IPython", types.ModuleType("IPython"))
+    monkeypatch.setitem(sys.modules, "IPython.display", module)
+    run = PizzaGenerator().produce(stack, unique, count=3000, rate=3000)
+    run._ipython_display_()
+    run.wait(60)
+    assert 'max="3000"' in shown[0] and 'value="3000"' not in shown[0]
+    assert 'value="3000" max="3000"' in shown[-1] and "done" in shown[-1]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

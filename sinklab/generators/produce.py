@@ -231,16 +231,21 @@ class Production:
         from IPython.display import HTML, display
 
         handle = display(HTML(self._repr_html_()), display_id=True)
-        if not self.done and handle is not None:
+        if handle is not None and not self.done:
             self._displays.append(handle)
+            if self.done:
+                # The run finished between the check and the append: its last refresh missed this display.
+                self._refresh_displays()
 
     def _refresh_displays(self) -> None:
         if not self._displays:
             return
         from IPython.display import HTML
 
-        for handle in self._displays:
-            handle.update(HTML(self._repr_html_()))
+        # A closed notebook or a dead kernel channel must not turn a production run into a failure.
+        with contextlib.suppress(Exception):
+            for handle in self._displays:
+                handle.update(HTML(self._repr_html_()))
         if self.done:
             self._displays.clear()
 
@@ -340,9 +345,7 @@ def produce_records(stack: Stack, topic: str, records: Iterable[Record], *, coun
             handle.finished_at = time.monotonic()
             handle.state = ("failed" if handle.error or handle.failed else
                             "stopped" if handle._stop.is_set() else "done")
-            # A closed notebook must not turn a finished run into a failure.
-            with contextlib.suppress(Exception):
-                handle._refresh_displays()
+            handle._refresh_displays()
 
     handle._thread = threading.Thread(target=run, name=f"sinklab-produce-{name}", daemon=True)
     handle._thread.start()
