@@ -415,6 +415,13 @@ def test_rate_only_bursts() -> None:
     assert sent[1] == pytest.approx(4.02) and sent[50] == pytest.approx(5.0) and sent[100] == pytest.approx(10.0)
 
 
+def test_rate_errors() -> None:
+    with pytest.raises(SpecError, match=r"rate.per_second: Input should be greater than or equal to 0"):
+        rate_schedule(-5)
+    with pytest.raises(SpecError, match=r"rate.burst.every: Field required"):
+        rate_schedule({"per_second": 5, "burst": {"duration": 1, "per_second": 9}})
+
+
 def test_daily_topic_name() -> None:
     from datetime import datetime
 

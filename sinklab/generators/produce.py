@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sinklab.generators.spec import RateSpec
+from pydantic import ValidationError
+
+from sinklab.generators.spec import RateSpec, SpecError
 
 if TYPE_CHECKING:
     from confluent_kafka import Message, Producer
@@ -100,7 +102,12 @@ class RateSchedule:
 def rate_schedule(rate: float | RateSpec | Mapping[str, Any] | None) -> RateSchedule | None:
     if rate is None:
         return None
-    spec = rate if isinstance(rate, RateSpec) else RateSpec.model_validate(rate)
+    try:
+        spec = rate if isinstance(rate, RateSpec) else RateSpec.model_validate(rate)
+    except ValidationError as exc:
+        raise SpecError("rate is invalid:\n" + "\n".join(
+            f"  rate.{'.'.join(map(str, e['loc']))}: {e['msg']}".replace("rate.:", "rate:") for e in exc.errors())
+        ) from None
     if spec.burst is None:
         return RateSchedule(spec.per_second)
     return RateSchedule(spec.per_second, spec.burst.every, spec.burst.duration, spec.burst.per_second)
