@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from sinklab.generators.fields import EPOCH, Maker, _choice, start_time, stepper, stream
+from sinklab.generators.fields import EPOCH, Maker, start_time, stepper, stream, weighted
 from sinklab.generators.spec import Spec
 
 Row = dict[str, Any]
@@ -67,7 +67,7 @@ def changes(spec: Spec, stage_for: Callable[[int], Callable[[], Row]],
     assert spec.cdc is not None and spec.key is not None
     conf, key_field, seed = spec.cdc, spec.key, spec.seed
     keys = KeySpace(conf.key_space, stream(seed, "cdc/keys"))
-    pick_op = _choice(list(conf.mix), list(conf.mix.values()), stream(seed, "cdc/op"))
+    pick_op = weighted(list(conf.mix), list(conf.mix.values()), stream(seed, "cdc/op"))
     rows: dict[int, Row] = {}
     when, advance = start_time(conf.start), stepper(conf.step, stream(seed, "cdc/ts"))
     update_fields = conf.update_fields

@@ -93,7 +93,7 @@ def _compile(spec: FieldSpec, rng: random.Random, seed: int, path: str) -> Maker
         ratio, draw = spec.ratio, rng.random
         return lambda ctx: draw() < ratio
     if isinstance(spec, ChoiceField):
-        return _choice(*spec.pairs(), rng)
+        return weighted(*spec.pairs(), rng)
     if isinstance(spec, NameField):
         return _name(spec, rng)
     if isinstance(spec, TimestampField):
@@ -117,7 +117,7 @@ def _compile(spec: FieldSpec, rng: random.Random, seed: int, path: str) -> Maker
     raise TypeError(f"unknown field kind {spec!r}")  # the discriminated union makes this unreachable
 
 
-def _choice(values: list[Any], weights: list[float] | None, rng: random.Random) -> Maker:
+def weighted(values: list[Any], weights: list[float] | None, rng: random.Random) -> Maker:
     if weights is None:
         count, draw = len(values), rng.random
         return lambda ctx: values[int(draw() * count)]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sinklab.generators import cdc
-from sinklab.generators.fields import Maker, _choice, compile_field, parse_time, stream, widen
+from sinklab.generators.fields import Maker, compile_field, parse_time, stream, weighted, widen
 from sinklab.generators.spec import Spec, TimestampField, load_spec
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Generator:
         """The first `count` records (all of them, forever, if None); `timed` fills ``Record.time``."""
         spec, seed = self.spec, self.spec.seed
         stage_for = self._stages()
-        route = (_choice(list(spec.route.mix), list(spec.route.mix.values()), stream(seed, "route"))
+        route = (weighted(list(spec.route.mix), list(spec.route.mix.values()), stream(seed, "route"))
                  if spec.route else None)
         if spec.cdc is not None:
             changes = cdc.changes(spec, stage_for, route)
@@ -116,14 +116,16 @@ class Generator:
             return pd.DataFrame.from_records(list(self.events(n)))
         return pd.DataFrame.from_records([{**r.event, "_bad": r.bad} for r in self.records(n)])
 
-    def produce(self, stack: Stack, topic: str, count: int | None = None, rate: float | RateSpec | None = None,
-                *, partitions: int = 6, daily_topics: bool | None = None, create_topics: bool = True,
+    def produce(self, stack: Stack, topic: str, count: int | None = None,
+                rate: float | RateSpec | Mapping[str, Any] | None = None, *, partitions: int = 6,
+                daily_topics: bool | None = None, create_topics: bool = True,
                 producer_config: Mapping[str, Any] | None = None, clock: Clock | None = None) -> Production:
         """Produce in the background; returns a handle (``.wait()``, ``.stop()``, delivered counts).
 
         `count` and `rate` default to the spec's (None: until ``.stop()``; as fast as possible).
         With daily topics the events go to ``{topic}.YYYYMMDD`` by their event time (the spec's
-        time field), or by `clock`'s day when the events have none.
+        time field; CDC: the change time), or by today's UTC date when the events have none.
+        `clock` replaces the monotonic clock the rate is paced by (tests).
         """
         from sinklab.generators.produce import produce_records, rate_schedule
 
@@ -194,7 +196,7 @@ def _bad_picker(spec: Spec) -> Callable[[], str | None] | None:
         return None
     rng = stream(spec.seed, "bad")
     ratio, draw = spec.bad_records.ratio, rng.random
-    which = _choice(list(kinds), list(kinds.values()), stream(spec.seed, "bad/kind"))
+    which = weighted(list(kinds), list(kinds.values()), stream(spec.seed, "bad/kind"))
     return lambda: which({}) if draw() < ratio else None
 
 
