@@ -227,27 +227,27 @@ def check_bad(kind: str, value: bytes | None, event: dict[str, Any], spec_key: s
         assert value is None
         return
     assert value is not None
-    if kind == "not_utf8":
+    if kind == "undecodable":
         with pytest.raises(UnicodeDecodeError):
             value.decode("utf-8")
         return
     text = value.decode("utf-8")
-    if kind == "malformed_json":
+    if kind == "malformed-json":
         with pytest.raises(json.JSONDecodeError):
             json.loads(text)
         return
     parsed = json.loads(text)
-    if kind == "not_object":
+    if kind == "not-an-object":
         assert isinstance(parsed, list)
         return
     assert parsed == event
-    if kind == "type_mismatch":
+    if kind == "type-mismatch":
         assert isinstance(parsed["store_id"], str) and not parsed["store_id"].lstrip("-").isdigit()
-    elif kind == "out_of_range":
+    elif kind == "out-of-range":
         assert parsed["store_id"] >= 2**64
-    elif kind == "missing_field":
+    elif kind == "missing-required":
         assert spec_key not in parsed
-    elif kind == "unknown_route":
+    elif kind == "no-table":
         assert parsed["table"] not in {"a", "b"}
     else:
         raise AssertionError(kind)
@@ -272,14 +272,14 @@ def test_bad_records_every_kind_at_the_ratio() -> None:
 
 
 def test_bad_records_chosen_kinds_and_fields() -> None:
-    gen = PaymentGenerator(seed=1, bad_records={"ratio": 0.5, "kinds": {"type_mismatch": 1, "missing_field": 3},
+    gen = PaymentGenerator(seed=1, bad_records={"ratio": 0.5, "kinds": {"type-mismatch": 1, "missing-required": 3},
                                                 "field": "amount", "required": "payer"})
     bad = [r for r in gen.records(4000) if r.bad]
     kinds = Counter(r.bad for r in bad)
-    assert set(kinds) == {"type_mismatch", "missing_field"}
-    assert 2.5 < kinds["missing_field"] / kinds["type_mismatch"] < 3.5
+    assert set(kinds) == {"type-mismatch", "missing-required"}
+    assert 2.5 < kinds["missing-required"] / kinds["type-mismatch"] < 3.5
     for r in bad:
-        if r.bad == "type_mismatch":
+        if r.bad == "type-mismatch":
             assert isinstance(r.event["amount"], str)
         else:
             assert "payer" not in r.event and "amount" in r.event
@@ -287,12 +287,12 @@ def test_bad_records_chosen_kinds_and_fields() -> None:
 
 def test_bad_records_in_debezium_corrupt_the_row() -> None:
     gen = CdcGenerator(seed=3, format="debezium",
-                       bad_records={"ratio": 0.3, "kinds": ["out_of_range", "missing_field"]})
+                       bad_records={"ratio": 0.3, "kinds": ["out-of-range", "missing-required"]})
     bad = [r for r in gen.records(300) if r.bad]
     assert bad
     for r in bad:
         row = r.event["after"] if r.event["after"] is not None else r.event["before"]
-        if r.bad == "missing_field":
+        if r.bad == "missing-required":
             assert "id" not in row and r.key is not None
         else:
             assert row["balance"] >= 2**64
@@ -335,8 +335,8 @@ def test_field_kinds() -> None:
     ({"name": "x", "fields": {"a": {"kind": "template", "template": "{b}"}, "b": {"kind": "uuid"}}},
      "a.template: {b} names no field declared before 'a'"),
     ({"name": "x", "key": "id", "fields": {"a": {"kind": "uuid"}}}, "key: 'id' is not a field"),
-    ({"name": "x", "fields": {"a": {"kind": "uuid"}}, "bad_records": {"ratio": 0.1, "kinds": ["unknown_route"]}},
-     "unknown_route needs a `route`"),
+    ({"name": "x", "fields": {"a": {"kind": "uuid"}}, "bad_records": {"ratio": 0.1, "kinds": ["no-table"]}},
+     "no-table needs a `route`"),
     ({"name": "x", "fields": {"a": {"kind": "uuid"}}, "bad_records": {"ratio": 0.1, "kinds": ["wrong"]}},
      "bad_records.kinds"),
     ({"name": "x", "fields": {"a": {"kind": "uuid"}}, "drift": [{"after": 5, "widen": {"a": "long"}}]},

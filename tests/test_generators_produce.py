@@ -66,7 +66,7 @@ def test_bad_records_land_where_the_handle_says(stack: Stack, unique: str) -> No
     gen = PaymentGenerator(seed=4, bad_records=0.05)
     run = gen.produce(stack, unique, count=3000).wait(120)
     expected = Counter(r.bad for r in gen.records(3000) if r.bad)
-    assert run.delivered == 3000 and run.bad == expected and len(expected) == 7  # every kind but unknown_route
+    assert run.delivered == 3000 and run.bad == expected and len(expected) == 7  # every kind but no-table
     by_offset = {(p, o): v for p, o, _, v in consume(stack, unique)}
     records = list(gen.records(3000))
     assert len(run.bad_offsets) == sum(expected.values())

@@ -44,7 +44,7 @@ class Record:
     index: int
     key: bytes | None
     value: bytes | None  # None: a tombstone
-    # The event as a dict; for byte-level bad kinds (malformed_json, not_object, not_utf8, tombstone)
+    # The event as a dict; for byte-level bad kinds (malformed-json, not-an-object, undecodable, tombstone)
     # the event before it was mangled.
     event: Row
     bad: str | None = None
@@ -217,19 +217,19 @@ def _corrupter(spec: Spec) -> Callable[[str, Row, Row], tuple[Row, bytes | None]
     def corrupt(kind: str, event: Row, row: Row) -> tuple[Row, bytes | None]:
         if kind == "tombstone":
             return event, None
-        if kind == "malformed_json":
+        if kind == "malformed-json":
             return event, _encode(event).encode()[:-1]
-        if kind == "not_object":
+        if kind == "not-an-object":
             return event, _encode(list(event.values())).encode()
-        if kind == "not_utf8":
+        if kind == "undecodable":
             return event, _encode(event).encode()[:-1] + LATIN1_TAIL
-        if kind == "type_mismatch":
+        if kind == "type-mismatch":
             bad = with_row(event, row, {str(mismatch): rng.choice(MISMATCH_WORDS)})
-        elif kind == "out_of_range":
+        elif kind == "out-of-range":
             bad = with_row(event, row, {str(out_of_range): OUT_OF_RANGE + rng.randrange(1_000_000)})
-        elif kind == "missing_field":
+        elif kind == "missing-required":
             bad = with_row(event, row, {}, drop=required)
-        elif kind == "unknown_route":
+        elif kind == "no-table":
             bad = with_row(event, row, {str(route_field): UNKNOWN_ROUTE})
         else:
             raise ValueError(f"unknown bad-record kind {kind!r}")

@@ -21,10 +21,10 @@ DEFAULT_START = datetime(2024, 1, 4, 12, 0, 0)
 # Beyond this many values a zipf table costs more memory than it is worth.
 MAX_ZIPF_VALUES = 1_000_000
 
-BAD_KINDS = ("malformed_json", "not_object", "not_utf8", "type_mismatch", "missing_field", "out_of_range",
-             "tombstone", "unknown_route")
-BadKind = Literal["malformed_json", "not_object", "not_utf8", "type_mismatch", "missing_field", "out_of_range",
-                  "tombstone", "unknown_route"]
+BAD_KINDS = ("malformed-json", "not-an-object", "undecodable", "type-mismatch", "missing-required", "out-of-range",
+             "tombstone", "no-table")
+BadKind = Literal["malformed-json", "not-an-object", "undecodable", "type-mismatch", "missing-required", "out-of-range",
+                  "tombstone", "no-table"]
 TIME_FORMATS = ("iso", "epoch_s", "epoch_ms", "epoch_us")
 
 
@@ -249,9 +249,9 @@ class BadRecordsSpec(_Model):
     ratio: float = Field(ge=0, le=1)
     # A list (equal weights) or kind -> weight; by default every kind the spec can produce.
     kinds: list[BadKind] | dict[BadKind, float] | None = None
-    # The numeric field type_mismatch and out_of_range corrupt (default: the first integer field).
+    # The numeric field type-mismatch and out-of-range corrupt (default: the first integer field).
     field: str | None = None
-    # The field missing_field drops (default: the key field, else the first field).
+    # The field missing-required drops (default: the key field, else the first field).
     required: str | None = None
 
     @model_validator(mode="before")
@@ -396,12 +396,12 @@ class Spec(_Model):
         if bad.required is not None and bad.required not in self.fields and bad.required != self.key:
             raise ValueError(f"bad_records.required: {bad.required!r} is not a field")
         for kind in bad.weights() or {}:
-            if kind == "unknown_route" and self.route is None:
-                raise ValueError("bad_records.kinds: unknown_route needs a `route`")
-            if kind == "type_mismatch" and self.mismatch_field() is None:
-                raise ValueError("bad_records.kinds: type_mismatch needs a numeric field")
-            if kind == "out_of_range" and self.range_field() is None:
-                raise ValueError("bad_records.kinds: out_of_range needs an int or sequence field "
+            if kind == "no-table" and self.route is None:
+                raise ValueError("bad_records.kinds: no-table needs a `route`")
+            if kind == "type-mismatch" and self.mismatch_field() is None:
+                raise ValueError("bad_records.kinds: type-mismatch needs a numeric field")
+            if kind == "out-of-range" and self.range_field() is None:
+                raise ValueError("bad_records.kinds: out-of-range needs an int or sequence field "
                                  "(bad_records.field, if given, must be one)")
 
     def _numbers(self, integral: bool) -> str | None:
@@ -416,15 +416,15 @@ class Spec(_Model):
         return self.key if self.cdc is not None else None
 
     def mismatch_field(self) -> str | None:
-        """The field type_mismatch writes a word into."""
+        """The field type-mismatch writes a word into."""
         return self._numbers(integral=False)
 
     def range_field(self) -> str | None:
-        """The field out_of_range writes a number beyond 64 bits into."""
+        """The field out-of-range writes a number beyond 64 bits into."""
         return self._numbers(integral=True)
 
     def required_field(self) -> str:
-        """The field missing_field drops."""
+        """The field missing-required drops."""
         bad = self.bad_records
         if bad is not None and bad.required is not None:
             return bad.required
@@ -438,11 +438,11 @@ class Spec(_Model):
             return weights
         kinds = dict.fromkeys(BAD_KINDS, 1.0)
         if self.route is None:
-            del kinds["unknown_route"]
+            del kinds["no-table"]
         if self.mismatch_field() is None:
-            del kinds["type_mismatch"]
+            del kinds["type-mismatch"]
         if self.range_field() is None:
-            del kinds["out_of_range"]
+            del kinds["out-of-range"]
         return kinds
 
     def time_field_name(self) -> str | None:
