@@ -6,11 +6,14 @@ injectable clock, so rate limiting is tested without waiting.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import html
 import math
+import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -281,6 +284,19 @@ class Production:
             self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
 
+# Runs still producing; at interpreter exit they are stopped and reported rather than cut off unseen.
+_RUNNING: weakref.WeakSet[Production] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    for run in list(_RUNNING):
+        if not run.done:
+            run.stop(timeout=10)
+            print(f"sinklab: the interpreter exited while {run!r} was running; it was stopped "
+                  f"(call .wait() to produce everything)", file=sys.stderr)
+
+
 def produce_json(bootstrap_servers: str, topic: str, events: Iterable[Any], key_field: str | None = None) -> int:
     """Produce JSON values synchronously with an idempotent producer; raises on any delivery error.
 
@@ -355,6 +371,7 @@ def produce_records(stack: Stack, topic: str, records: Iterable[Record], *, coun
             handle._refresh_displays()
 
     handle._thread = threading.Thread(target=run, name=f"sinklab-produce-{name}", daemon=True)
+    _RUNNING.add(handle)
     handle._thread.start()
     return handle
 
