@@ -116,15 +116,42 @@ def cmd_sink_run(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from sinklab.generators import pizza_events, produce_json
+    from sinklab.generators import Generator, SpecError, load_spec
 
-    if args.kind != "pizzas":
-        raise CliError(f"generate {args.kind}: not available yet (pizzas is)")
+    if not args.kind and not args.spec:
+        raise CliError("generate: name a built-in stream (pizzas, payments, cdc) or give --spec FILE")
+    overrides: dict[str, object] = {"seed": args.seed}
+    if args.bad_ratio is not None:
+        overrides["bad_records"] = args.bad_ratio
+    try:
+        spec = load_spec(args.spec or args.kind)
+        if args.cdc_format:
+            if spec.cdc is None:
+                raise CliError(f"--cdc-format: the spec {spec.name!r} has no `cdc` section")
+            overrides["cdc"] = spec.cdc.model_copy(update={"format": args.cdc_format})
+        generator = Generator(spec, **overrides)
+    except SpecError as exc:
+        raise CliError(str(exc)) from None
     stack = _stack_for(args)
-    stack.create_topic(args.topic, partitions=args.partitions)
-    produced = produce_json(stack.bootstrap_servers, args.topic, pizza_events(args.count, seed=args.seed),
-                            key_field="order_id")
-    print(f"produced {produced} {args.kind} to {args.topic}")
+    run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
+                            daily_topics=args.daily or None)
+    show = sys.stderr.isatty()
+    try:
+        while not run.done:
+            time.sleep(0.2)
+            if show:
+                print(f"\r{run.delivered}/{args.count} delivered", end="", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        run.stop()
+        raise
+    finally:
+        if show:
+            print(file=sys.stderr)
+    run.wait()
+    topics = ", ".join(sorted(run.topics)) or args.topic
+    bad = f" ({sum(run.bad.values())} bad: {dict(sorted(run.bad.items()))})" if run.bad else ""
+    print(f"produced {run.delivered} {generator.name} to {topics}{bad} in {run.elapsed:.1f}s "
+          f"({run.events_per_second:,.0f} events/s)")
     return 0
 
 
@@ -148,12 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--until-idle", type=float, metavar="SECONDS", help="stop after SECONDS with nothing new")
     run.set_defaults(func=cmd_sink_run)
 
-    gen = sub.add_parser("generate", help="produce fake events")
-    gen.add_argument("kind", choices=["pizzas", "payments", "cdc"])
-    gen.add_argument("--topic", required=True)
+    gen = sub.add_parser("generate", help="produce fake events (specs: data-generators/README.md)")
+    gen.add_argument("kind", nargs="?", choices=["pizzas", "payments", "cdc"], help="a built-in stream")
+    gen.add_argument("--spec", help="a generator spec (YAML) instead of the built-in one")
+    gen.add_argument("--topic", required=True, help="the topic, or the prefix of daily topics with --daily")
     gen.add_argument("--count", type=int, required=True)
-    gen.add_argument("--partitions", type=int, default=6)
-    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--rate", type=float, help="events per second (default: the spec's, else as fast as possible)")
+    gen.add_argument("--partitions", type=int, default=6, help="partitions of topics it creates")
+    gen.add_argument("--seed", type=int, help="same seed, same events (default: the spec's)")
+    gen.add_argument("--bad-ratio", type=float, help="share of bad records, of every kind the spec can make")
+    gen.add_argument("--daily", action="store_true", help="produce to TOPIC.YYYYMMDD by event time")
+    gen.add_argument("--cdc-format", choices=["flat", "debezium"], help="for cdc specs: flat op field or Debezium")
     gen.add_argument("--stack", help="stack.json of the stack to produce to")
     gen.set_defaults(func=cmd_generate)
 

@@ -6,7 +6,7 @@ import logging
 import time
 from pathlib import Path
 
-from sinklab.generators import pizza_events, produce_json
+from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, load_config
 from sinklab.stack import Stack
 
@@ -28,8 +28,7 @@ def run_demo(workdir: Path | None = None, count: int = 20000, interval_ms: int =
         per_batch = max(1, count // batches)
         try:
             for batch in range(batches):
-                produced = produce_json(stack.bootstrap_servers, TOPIC,
-                                        pizza_events(per_batch, seed=batch), key_field="order_id")
+                produced = PizzaGenerator(seed=batch).produce(stack, TOPIC, count=per_batch).wait().delivered
                 began = time.monotonic()
                 result = sink.run_once()
                 took = time.monotonic() - began

@@ -1,5 +1,18 @@
-"""Fake event streams: the seed's completed pizzas and payments."""
+"""Fake event streams driven by specs: the seeds' pizzas and payments, CDC change logs, your own.
 
-from sinklab.generators.pizzas import pizza_events, produce_json
+    from sinklab.generators import PizzaGenerator, Generator
+    PizzaGenerator(seed=1).sample(5)                      # a DataFrame, no Kafka
+    run = Generator.from_spec("payments", bad_records=0.01).produce(stack, "payments", count=10_000, rate=500)
+    run.wait().delivered
+"""
 
-__all__ = ["pizza_events", "produce_json"]
+from sinklab.generators.builtin import CdcGenerator, PaymentGenerator, PizzaGenerator, pizza_events
+from sinklab.generators.generator import Generator, Record
+from sinklab.generators.produce import BadOffset, DeliveryError, Production, RateSchedule, produce_json
+from sinklab.generators.spec import BAD_KINDS, Spec, SpecError, builtin_specs, load_spec
+
+__all__ = [
+    "BAD_KINDS", "BadOffset", "CdcGenerator", "DeliveryError", "Generator", "PaymentGenerator", "PizzaGenerator",
+    "Production", "RateSchedule", "Record", "Spec", "SpecError", "builtin_specs", "load_spec", "pizza_events",
+    "produce_json",
+]
