@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.process import ProcessError, pid_alive, stop_pid
-from sinklab.stack.spark import SparkSettings, build_spark, catalog_conf
+from sinklab.stack.s3 import EmbeddedS3
+from sinklab.stack.spark import SparkSettings, build_spark, catalog_conf, is_s3_location, s3a_catalog_conf
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 STACK_FILE = "stack.json"
 DEFAULT_CATALOG_NAME = "sinklab"
+STORAGES = ("local", "s3")
 
 
 class StackInfo(BaseModel):
@@ -53,6 +55,7 @@ class Stack:
         self.spark_settings = spark_settings or SparkSettings(master=info.spark_master)
         self._broker: EmbeddedBroker | None = None
         self._catalog_server: EmbeddedCatalog | None = None
+        self._s3: EmbeddedS3 | None = None
         self._owned_workdir: Path | None = None
         self._spark: SparkSession | None = None
         self._catalog: RestCatalog | None = None
@@ -66,8 +69,16 @@ class Stack:
         catalog_name: str = DEFAULT_CATALOG_NAME,
         catalog_token: str | None = None,
         spark: SparkSettings | None = None,
+        storage: Literal["local", "s3"] = "local",
     ) -> Stack:
-        """Start the broker and the catalog now (Spark waits for first use)."""
+        """Start the broker and the catalog now (Spark waits for first use).
+
+        ``storage="s3"`` also starts an S3 server (moto) and puts the warehouse in its bucket:
+        Spark writes through ``s3a``, the catalog and pyiceberg through pyarrow's S3 filesystem.
+        moto keeps objects in memory, so an S3 warehouse lasts as long as the stack.
+        """
+        if storage not in STORAGES:
+            raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
         owned = None
         if workdir is None:
             owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
@@ -75,7 +86,16 @@ class Stack:
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         broker = EmbeddedBroker(workdir)
-        catalog = EmbeddedCatalog(workdir, token=catalog_token)
+        s3 = EmbeddedS3(workdir) if storage == "s3" else None
+        if s3 is None:
+            catalog = EmbeddedCatalog(workdir, token=catalog_token)
+        else:
+            # Its own catalog file: the objects of an earlier S3 stack died with its server, and a
+            # catalog that outlived them would list tables whose files are gone.
+            db = workdir / "catalog-s3.db"
+            db.unlink(missing_ok=True)
+            catalog = EmbeddedCatalog(workdir, token=catalog_token, warehouse=f"s3://{s3.bucket}/warehouse",
+                                      io_properties=s3.client_properties(), db=db)
         info = StackInfo(
             kind="embedded",
             bootstrap_servers=broker.bootstrap_servers,
@@ -83,17 +103,22 @@ class Stack:
             catalog_name=catalog_name,
             warehouse=catalog.warehouse,
             catalog_token=catalog_token,
+            catalog_properties=s3.client_properties() if s3 else {},
             workdir=str(workdir),
         )
         stack = cls(info, spark)
-        stack._broker, stack._catalog_server, stack._owned_workdir = broker, catalog, owned
+        stack._broker, stack._catalog_server, stack._s3, stack._owned_workdir = broker, catalog, s3, owned
         try:
             broker.start()
+            if s3 is not None:
+                s3.start()
             catalog.start()
         except BaseException:
             stack.close()
             raise
         stack.info.pids = {"broker": broker.process.pid or 0, "catalog": catalog.process.pid or 0}
+        if s3 is not None:
+            stack.info.pids["s3"] = s3.process.pid or 0
         return stack
 
     @classmethod
@@ -145,14 +170,14 @@ class Stack:
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
             self._spark = None
-        for proc in (self._catalog_server, self._broker):
+        for proc in (self._catalog_server, self._s3, self._broker):
             if proc is None:
                 continue
             try:
                 proc.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
-        self._catalog_server = self._broker = None
+        self._catalog_server = self._s3 = self._broker = None
         if self._owned_workdir is not None:
             shutil.rmtree(self._owned_workdir, ignore_errors=True)
             self._owned_workdir = None
@@ -161,7 +186,7 @@ class Stack:
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
-        self._broker = self._catalog_server = None
+        self._broker = self._catalog_server = self._s3 = None
         self._owned_workdir = None
         return self.info
 
@@ -209,7 +234,7 @@ class Stack:
         if self._spark is None:
             conf = self.spark_catalog_conf(self.info.catalog_name)
             conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-            self._spark = build_spark(self.spark_settings, conf)
+            self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
             self._spark_catalogs = {self.info.catalog_name}
         return self._spark
 
@@ -222,8 +247,17 @@ class Stack:
             spark.conf.set(key, value)
         self._spark_catalogs.add(name)
 
+    @property
+    def uses_s3(self) -> bool:
+        """Whether the warehouse is on S3, so Spark needs hadoop-aws and the s3a settings."""
+        return is_s3_location(self.info.warehouse) or "s3.endpoint" in self.info.catalog_properties
+
     def spark_catalog_conf(self, name: str) -> dict[str, str]:
-        extra = {k: v for k, v in self.info.catalog_properties.items()}
+        extra = dict(self.info.catalog_properties)
+        if self.uses_s3:
+            # The stack's own properties win: an io-impl given for a cluster with Iceberg's
+            # S3FileIO stays.
+            extra = {**s3a_catalog_conf(extra), **extra}
         return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
 
     def create_topic(
