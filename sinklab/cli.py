@@ -41,7 +41,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             raise CliError(f"a stack is already running in {path.parent} ({', '.join(alive)}); "
                            f"`sinklab stack down --workdir {args.workdir}` first")
     started = time.monotonic()
-    stack = Stack.embedded(path.parent, catalog_token=args.token)
+    stack = Stack.embedded(path.parent, catalog_token=args.token, storage=args.storage)
     try:
         stack.write(path)
     except BaseException:
@@ -52,6 +52,9 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap_servers  {info.bootstrap_servers}")
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
+    if "s3" in info.pids:
+        print(f"  s3 endpoint        {info.catalog_properties['s3.endpoint']} (moto: objects live in memory "
+              "until `stack down`)")
     return 0
 
 
@@ -162,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = stack_sub.add_parser("up", help="start broker and catalog in the background; writes DIR/stack.json")
     up.add_argument("--workdir", required=True)
     up.add_argument("--token", help="bearer token the REST catalog requires")
+    up.add_argument("--storage", choices=["local", "s3"], default="local",
+                    help="where the warehouse lives: the workdir (local) or an embedded S3 server "
+                         "(s3; needs sinklab[s3])")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)

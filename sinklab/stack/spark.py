@@ -181,7 +181,17 @@ def spark_jars(settings: SparkSettings, s3: bool = False) -> dict[str, str]:
 
 
 def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False) -> SparkSession:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+    running = SparkContext._active_spark_context
+    if s3 and running is not None and "hadoop-aws" not in (running.getConf().get("spark.jars") or "") + (
+            running.getConf().get("spark.jars.packages") or ""):
+        # getOrCreate would hand back that session, whose JVM cannot load s3a.
+        raise RuntimeError(
+            "a Spark session without hadoop-aws is already running in this process (another Stack's?); "
+            "stop it first (stack.stop_spark()) so that the S3 stack's session starts with the s3a jars"
+        )
 
     # Without it Spark binds to whichever interface resolves the hostname.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -209,3 +219,31 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop_spark(spark: SparkSession, timeout: float = 30) -> None:
+    """Stop the session and the JVM pyspark launched for it.
+
+    A driver's classpath is fixed when its JVM starts, so a later session with other jars (an S3
+    stack after a local one, in one notebook) needs a fresh JVM, not just a fresh SparkContext.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is None:
+        return
+    # The gateway JVM exits when its stdin closes (pyspark's own shutdown signal).
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired; the JVM is ours, so escalate
+        proc.kill()
+        proc.wait(timeout=10)

@@ -14,7 +14,14 @@ from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.process import ProcessError, pid_alive, stop_pid
 from sinklab.stack.s3 import EmbeddedS3
-from sinklab.stack.spark import SparkSettings, build_spark, catalog_conf, is_s3_location, s3a_catalog_conf
+from sinklab.stack.spark import (
+    SparkSettings,
+    build_spark,
+    catalog_conf,
+    is_s3_location,
+    s3a_catalog_conf,
+    stop_spark,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -164,12 +171,10 @@ class Stack:
     def close(self) -> None:
         """Stop Spark and every process this object started; the first failure is raised last."""
         errors: list[BaseException] = []
-        if self._spark is not None:
-            try:
-                self._spark.stop()
-            except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
-                errors.append(exc)
-            self._spark = None
+        try:
+            self.stop_spark()
+        except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
+            errors.append(exc)
         for proc in (self._catalog_server, self._s3, self._broker):
             if proc is None:
                 continue
@@ -183,6 +188,17 @@ class Stack:
             self._owned_workdir = None
         if errors:
             raise errors[0]
+
+    def stop_spark(self) -> None:
+        """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.
+
+        One process holds one Spark driver: stop one stack's Spark before another stack (with other
+        jars, such as an S3 stack) starts its own.
+        """
+        if self._spark is not None:
+            spark, self._spark = self._spark, None
+            self._spark_catalogs = set()
+            stop_spark(spark)
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
