@@ -36,7 +36,7 @@ STORAGES = ("local", "s3")
 class StackInfo(BaseModel):
     """The contents of ``stack.json``: enough for any client to reach a running stack."""
 
-    kind: Literal["embedded", "external"] = "external"
+    kind: Literal["embedded", "external", "compose"] = "external"
     bootstrap_servers: str
     catalog_uri: str
     catalog_name: str = DEFAULT_CATALOG_NAME
@@ -150,6 +150,46 @@ class Stack:
             catalog_properties=catalog_properties or {},
         )
         return cls(info, spark or SparkSettings(master=spark_master))
+
+    @classmethod
+    def compose(
+        cls,
+        inside: bool | None = None,
+        catalog_name: str = DEFAULT_CATALOG_NAME,
+        spark: SparkSettings | None = None,
+        check: bool = True,
+    ) -> Stack:
+        """Connect to the services of ``compose.yaml`` (started with ``docker compose up``).
+
+        From the host, Kafka, the REST catalog and MinIO are reached on their published loopback
+        ports and Spark runs locally (with the s3a jars); inside the stack's JupyterLab container
+        (``inside``, detected from ``SINKLAB_IN_COMPOSE=1``) the service names are used and Spark
+        runs on the stack's cluster. ``check`` fails fast, naming each service that does not answer.
+        """
+        from sinklab.stack import compose as c
+        from sinklab.stack.s3 import s3_client_properties
+
+        endpoints = c.compose_endpoints(inside)
+        if check:
+            problems = c.unreachable(endpoints)
+            if problems:
+                raise c.ComposeNotRunning(
+                    "the compose stack does not answer:\n  " + "\n  ".join(problems)
+                    + "\nstart it with `docker compose up -d --wait` in the sinklab checkout (needs a Docker engine)"
+                )
+        settings = spark or SparkSettings(master=endpoints.spark_master, conf=c.driver_conf(endpoints))
+        stack = cls.external(
+            bootstrap_servers=endpoints.bootstrap_servers,
+            catalog_uri=endpoints.catalog_uri,
+            warehouse=c.WAREHOUSE,
+            spark_master=endpoints.spark_master,
+            catalog_name=catalog_name,
+            catalog_properties=s3_client_properties(endpoints.s3_endpoint, c.S3_ACCESS_KEY, c.S3_SECRET_KEY,
+                                                    c.S3_REGION),
+            spark=settings,
+        )
+        stack.info.kind = "compose"
+        return stack
 
     @classmethod
     def from_file(cls, path: str | Path, spark: SparkSettings | None = None) -> Stack:
