@@ -19,7 +19,7 @@ from sinklab.sink import IcebergSink
 from sinklab.stack import SparkSettings, Stack, StackInfo, stop_recorded
 from sinklab.stack import spark as spark_module
 from sinklab.stack.process import pid_alive
-from sinklab.stack.s3 import DEFAULT_BUCKET
+from sinklab.stack.s3 import DEFAULT_BUCKET, S3NotAvailable
 from sinklab.stack.spark import HADOOP_AWS_PACKAGE, S3JarsNotFound, s3a_catalog_conf, spark_jars
 
 
@@ -161,9 +161,14 @@ def test_cli_stack_up_with_s3_storage(tmp_path: Path) -> None:
             stop_recorded(info)
 
 
-def test_bad_storage_is_a_clear_error(tmp_path: Path) -> None:
+def test_bad_storage_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="storage must be one of local, s3"):
         Stack.embedded(tmp_path, storage="hdfs")  # type: ignore[arg-type]
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "moto.server", None)  # as if the s3 extra were not installed
+        with pytest.raises(S3NotAvailable, match=r"pip install 'sinklab\[s3\]'"):
+            Stack.embedded(tmp_path / "never", storage="s3")
+    assert not (tmp_path / "never").exists()
     result = subprocess.run([sys.executable, "-m", "sinklab.cli", "stack", "up", "--workdir", str(tmp_path),
                              "--storage", "hdfs"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "invalid choice: 'hdfs'" in result.stderr

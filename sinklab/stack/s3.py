@@ -50,12 +50,13 @@ def s3_client_properties(
     }
 
 
-def moto_available() -> bool:
+def require_moto() -> None:
     try:
         import moto.server  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as exc:
+        raise S3NotAvailable(
+            "the embedded S3 server needs moto: pip install 'sinklab[s3]' (moto[server]==5.2.5)"
+        ) from exc
 
 
 class EmbeddedS3:
@@ -70,10 +71,7 @@ class EmbeddedS3:
         secret_key: str = DEFAULT_SECRET_KEY,
         region: str = DEFAULT_REGION,
     ):
-        if not moto_available():
-            raise S3NotAvailable(
-                "the embedded S3 server needs moto: pip install 'sinklab[s3]' (moto[server]==5.2.5)"
-            )
+        require_moto()
         self.workdir = workdir
         self.port = port or free_port()
         self.bucket = bucket

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.process import ProcessError, pid_alive, stop_pid
-from sinklab.stack.s3 import EmbeddedS3
+from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import (
     SparkSettings,
     build_spark,
@@ -86,6 +86,8 @@ class Stack:
         """
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
+        if storage == "s3":
+            require_moto()  # before anything is created that would need cleaning up
         owned = None
         if workdir is None:
             owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
