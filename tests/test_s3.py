@@ -30,6 +30,11 @@ def s3_stack(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     stack.stop_spark()
     with Stack.embedded(tmp_path_factory.mktemp("s3stack"), storage="s3") as s:
         yield s
+        from pyspark import SparkContext
+
+        jvm = getattr(SparkContext._gateway, "proc", None)
+    # Closing the stack stopped its Spark's JVM too, so the next stack's Spark gets its own.
+    assert jvm is None or jvm.poll() is not None
 
 
 def s3_client(stack: Stack) -> Any:
