@@ -3,6 +3,9 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 for Spark's s3a; its pyspark==3.3.0 pin would
+# replace sinklab's pyspark 3.5, hence --no-deps (sinklab uses only the two jars).
+S3_JARS := sagemaker-pyspark==1.4.5
 WORKDIR ?= .sinklab/demo
 
 .PHONY: setup java test lint demo clean
@@ -13,7 +16,8 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "sinklab needs Python 3.11 ($(PYTHON) not found); set PYTHON=..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,s3]"
+	$(PY) -m pip install --quiet --no-deps "$(S3_JARS)"
 	@touch $(STAMP)
 
 # Spark 3.5 needs Java 17+; install the Debian JRE where it is missing and apt exists.

