@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import decimal
-import re
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
@@ -34,14 +33,11 @@ ERROR = "_sinklab_error"
 ROUTE = "_sinklab_route"
 OP = "_sinklab_op"
 PARSED = "_sinklab_parsed"
-PROBE = "_sinklab_probe"
-CORRUPT = "_sinklab_corrupt"
 META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
 INT_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31}
 FLOAT_MAX = 3.4028234663852886e38
-SIMPLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _err(kind: str, name: str, raw: Column, what: str) -> Column:
@@ -152,55 +148,29 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     text = F.decode(F.col("value"), "UTF-8")
     # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
     undecodable = F.encode(text, "UTF-8") != F.col("value")
-    # Fields read off the probe's single pass: top-level names, when the record is used as it came.
-    probed = list(dict.fromkeys(f for f in (route_field, cdc_field) if f and SIMPLE_NAME.match(f)
-                                if not (schemas_enable or transforms)))
-    probe = F.from_json(text, T.StructType([T.StructField(f, T.StringType()) for f in probed]
-                                           + [T.StructField(CORRUPT, T.StringType())]),
-                        {"columnNameOfCorruptRecord": CORRUPT, "allowNonNumericNumbers": "false"})
-    parsed = F.col(PARSED)
-    # A clean probe implies valid JSON to get_json_object too (it is the more lenient parser; measured), so
-    # the dearer checks below run only for the records the probe rejects. Only blank text parses to null,
-    # and blank text does not start with "{".
-    clean = (F.substring(F.ltrim(text), 1, 1) == "{") & parsed[CORRUPT].isNull()
-    malformed = F.get_json_object(text, "$").isNull()
     if schemas_enable:
         payload = F.get_json_object(text, "$.payload")
         schema = F.get_json_object(text, "$.schema")
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
-            ~clean & malformed, F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
+            F.get_json_object(text, "$") .isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
             payload.isNull(), F.lit(f"{NOT_AN_OBJECT}: value has no Kafka Connect schema/payload envelope "
                                     "(value.converter.schemas.enable=true)"))
-        first_char = F.substring(F.ltrim(payload), 1, 1)
-        shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
-            F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
     else:
         payload, schema = text, F.lit(None).cast("string")
-        not_object = F.concat(F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
-            clean, F.lit(None).cast("string")).when(malformed, F.lit(f"{MALFORMED_JSON}: value is malformed JSON")
-                                                    ).when(F.substring(F.ltrim(payload), 1, 1) != "{", not_object)
-
-    # Probed fields come off the probe when it is clean; get_json_object reads the others.
-    fields = {name: F.when(clean, parsed[name]).otherwise(F.get_json_object(text, f"$.{name}")) for name in probed}
-    # The probe is its own projection: referenced more than once (by the route), it stays one parse.
-    out = raw_df.select("*", probe.alias(PARSED)).select(
-        *META, "key", "value", "headers", payload.alias("_payload"), schema.alias("_schema"), shape.alias(ERROR),
-        *[c.alias(f"{PROBE}{i}") for i, c in enumerate(fields.values())])
+            F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON"))
+    first_char = F.substring(F.ltrim(payload), 1, 1)
+    shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
+        F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
+    out = raw_df.select(*META, "key", "value", "headers", payload.alias("_payload"), schema.alias("_schema"),
+                        shape.alias(ERROR))
     if transforms:
         from sinklab.sink.transforms import apply_in_spark
 
         out = apply_in_spark(out, transforms)
-
-    def column(name: str | None) -> Column:
-        if not name:
-            return F.lit(None).cast("string")
-        if name in fields:
-            return F.col(f"{PROBE}{list(fields).index(name)}")
-        return F.get_json_object("_payload", f"$.{name}")
-
-    return out.select(*[c for c in out.columns if not c.startswith(PROBE)], column(route_field).alias(ROUTE),
-                      column(cdc_field).alias(OP))
+    route = F.get_json_object("_payload", f"$.{route_field}") if route_field else F.lit(None).cast("string")
+    op = F.get_json_object("_payload", f"$.{cdc_field}") if cdc_field else F.lit(None).cast("string")
+    return out.withColumn(ROUTE, route).withColumn(OP, op)
 
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False) -> DataFrame:

@@ -193,22 +193,23 @@ class Coordinator:
         commit_id = events.new_commit_id()
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
-        prepared: DataFrame | None = None
+        # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
+        # once (caching the raw records too cost a second cache and a job). Tombstones go through prepare,
+        # which marks them bad, only to be counted; they are dropped right after.
+        prepared = prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                           self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
         staged: dict[str, Staged] = {}
         in_txn = False
         try:
-            stats = {(r.topic, r.partition): r for r in raw.groupBy("topic", "partition").agg(
+            stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
                 F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
-            prepared = prepare(raw.where(F.col("value").isNotNull()), self.config.schemas_enable,
-                               self.config.transforms, self.config.route_field,
-                               self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
+            records = prepared.where(F.col("value").isNotNull())
             cycle = Cycle(plan, commit_id, vtts, counters)
-            self._bad(cycle, prepared.where(F.col(ERROR).isNotNull()), None)
-            good = prepared.where(F.col(ERROR).isNull())
+            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+            good = records.where(F.col(ERROR).isNull())
             states = self._destinations(cycle, good, configured)
             rows: dict[str, DataFrame] = {}
             for name in list(states):
@@ -257,9 +258,7 @@ class Coordinator:
                 self._abort()
             for name, stage in staged.items():
                 self._forget_stage(name, stage.stage)
-            if prepared is not None:
-                prepared.unpersist()
-            raw.unpersist()
+            prepared.unpersist()
 
     def _load(self, name: str) -> TableState:
         state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
