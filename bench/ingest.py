@@ -42,7 +42,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 
 from sinklab.generators import PizzaGenerator
-from sinklab.sink import IcebergSink
+from sinklab.sink import IcebergSink, events, read_control_log
 from sinklab.sink.progress import parse_offsets
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
@@ -313,17 +313,32 @@ def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: i
     return DrainResult(sum(c.records for c in cycles), seconds, cycles, jobs)
 
 
-def warm_up(stack: Stack, topic: str, interval_ms: int) -> float:
-    """Create the tables (auto-create) and warm the JVM; returns the seconds of the creating cycles."""
-    produce(stack, topic, 2_000, partitions=1, seed=99)
+def warm_up(stack: Stack, records: int, interval_ms: int) -> float:
+    """Create the tables (auto-create, from 2,000 events; returns the seconds that took), then drain
+    ``records`` more through both sinks so that the measured drains run on a warm JVM, as a sink
+    that has been running does."""
+    produce(stack, "bench-create", 2_000, partitions=1, seed=99)
+    produce(stack, "bench-warm", records, partitions=6, seed=98)
     started = time.monotonic()
+    for name, tables in (("bench-create-single", [SINGLE]), ("bench-create-fanout", list(FANOUT))):
+        drain(stack, name, "bench-create", tables, interval_ms, 2_000)
+    created = time.monotonic() - started
     for name, tables in (("bench-warm-single", [SINGLE]), ("bench-warm-fanout", list(FANOUT))):
-        drain(stack, name, topic, tables, interval_ms, 2_000)
-    return time.monotonic() - started
+        drain(stack, name, "bench-warm", tables, interval_ms, records)
+    return created
 
 
-def fixed_cost(stack: Stack, topic: str, interval_ms: int, cycles: int = 3) -> float:
-    """Median seconds of a cycle that carries one record: the per-cycle overhead."""
+def drop_topics(stack: Stack, topics: list[str]) -> None:
+    """The embedded broker rewrites its whole state (one JSON file) after any change: with a million
+    records kept, each commit cost it ~2 CPU-s (measured), which a 2-core machine takes from the sink."""
+    futures = stack.admin().delete_topics(topics, operation_timeout=30)
+    for future in futures.values():
+        future.result(30)
+
+
+def fixed_cost(stack: Stack, topic: str, interval_ms: int, cycles: int = 3) -> tuple[float, float]:
+    """Median seconds of a cycle that carries one record (the per-cycle overhead), and of one that
+    finds nothing new."""
     stack.create_topic(topic, partitions=1)
     sink = IcebergSink(stack, sink_config("bench-fixed", topic, [SINGLE], interval_ms))
     times = []
@@ -333,9 +348,12 @@ def fixed_cost(stack: Stack, topic: str, interval_ms: int, cycles: int = 3) -> f
             began = time.monotonic()
             assert sink.run_once() is not None
             times.append(time.monotonic() - began)
+        began = time.monotonic()
+        assert sink.run_once() is None
+        empty = time.monotonic() - began
     finally:
         sink.stop()
-    return statistics.median(times)
+    return statistics.median(times), empty
 
 
 # ---- visibility latency
@@ -412,11 +430,14 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
     lat = np.concatenate(visible) / 1000
     lat_snap = np.concatenate(stamped) / 1000
     with_data = [c for c in commits if c[4] > 0]
+    log = read_control_log(stack.bootstrap_servers, sink=name)
+    complete = log[log["type"] == events.COMMIT_COMPLETE]
+    cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
     return LatencyResult(
         interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
         float(np.percentile(lat_snap, 99)), len(with_data),
         statistics.mean(c[3] for c in with_data) if with_data else 0.0,
-        statistics.mean(c[4] for c in with_data) if with_data else 0.0)
+        statistics.mean(c[4] for c in with_data) if with_data else 0.0, cycle_s)
 
 
 def stack_watermarks(stack: Stack, topic: str, partition: int) -> tuple[int, int]:
@@ -470,7 +491,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 figures["raw_consume_rps"] = raw_consume(stack, "bench-backlog")
             with rss.phase("warm-up"):
                 stack.spark  # noqa: B018 - the JVM's start is no part of any figure
-                figures["auto_create_s"] = warm_up(stack, "bench-warm", args.interval_ms)
+                figures["auto_create_s"] = warm_up(stack, min(args.records // 5, 200_000), args.interval_ms)
             with rss.phase("naive"):
                 naive = naive_pyiceberg(stack, "bench-backlog", create_naive_table(stack), args.interval_ms / 1000)
             figures["naive_pyiceberg_rps"] = naive.rps
@@ -479,17 +500,19 @@ def main() -> None:  # noqa: C901 - one section per measurement
             with rss.phase("fanout"):
                 fanout = drain(stack, "bench-fanout", "bench-backlog", list(FANOUT), args.interval_ms, args.records)
             with rss.phase("fixed"):
-                figures["cycle_fixed_s"] = fixed_cost(stack, "bench-fixed", args.interval_ms)
+                figures["cycle_fixed_s"], figures["empty_cycle_s"] = fixed_cost(stack, "bench-fixed", args.interval_ms)
+            naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
+                                           interval / 1000) for interval in sweep]
+            drop_topics(stack, ["bench-backlog", "bench-warm", "bench-create"])
             with rss.phase("latency"):
                 lat = latency(stack, "bench-latency", SINGLE, args.interval_ms, args.latency_rate,
                               args.latency_seconds, args.partitions)
             swept = []
-            for interval in sweep:
-                n = naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
-                                    interval / 1000)
+            for interval, n in zip(sweep, naive_swept, strict=True):
                 seconds = max(args.latency_seconds, 4 * interval / 1000)
-                swept.append((n, latency(stack, f"bench-sweep-{interval}", SINGLE, interval, args.latency_rate,
-                                         seconds, args.partitions)))
+                topic = f"bench-sweep-{interval}"
+                swept.append((n, latency(stack, topic, SINGLE, interval, args.latency_rate, seconds, args.partitions)))
+                drop_topics(stack, [topic])
     figures.update(
         sinklab_rps=single.rps, fanout_rps=fanout.rps,
         files_per_table_commit=max(single.files_per_table_commit, fanout.files_per_table_commit),
@@ -499,6 +522,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
         p50_visibility_s=lat.p50_s, p99_visibility_s=lat.p99_s, max_visibility_s=lat.max_s,
         p99_visibility_snapshot_ts_s=lat.p99_snapshot_ts_s, latency_rate=lat.rate, latency_records=lat.records,
         latency_commits=lat.commits, latency_files_per_commit=lat.files_per_commit,
+        latency_cycle_s_mean=statistics.mean(lat.cycle_s), latency_cycle_s_max=max(lat.cycle_s),
         peak_rss_mb=rss.peak["total"] / 2**20,
         peak_rss_by_process_mb={k: v / 2**20 for k, v in rss.peak.items() if k != "total"},
         peak_rss_by_phase_mb={k: v / 2**20 for k, v in rss.phase_peak.items()},
@@ -510,6 +534,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
         figures["sweep"] = [{"interval_ms": lt.interval_ms, "naive_pyiceberg_rps": n.rps, "naive_appends": n.appends,
                              "p50_visibility_s": lt.p50_s, "p99_visibility_s": lt.p99_s, "max_visibility_s": lt.max_s,
                              "commits": lt.commits, "records_per_commit": lt.records_per_commit,
+                             "cycle_s_mean": statistics.mean(lt.cycle_s),
                              "files_per_commit": lt.files_per_commit} for n, lt in swept]
 
     f = figures
@@ -525,11 +550,13 @@ def main() -> None:  # noqa: C901 - one section per measurement
         ("(c) sinklab, fan-out to 3", f"{f['fanout_rps']:,.0f}/s",
          f"{f['fanout_spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
         ("files per table commit", f"{f['files_per_table_commit']}", f"write tasks: {f['write_tasks']}"),
-        ("auto-create (warm-up)", f"{f['auto_create_s']:.1f} s", "two sinks creating 1 + 3 tables from 2,000 events"),
-        ("fixed cost per cycle", f"{f['cycle_fixed_s']:.2f} s", "median cycle carrying one record"),
+        ("auto-create", f"{f['auto_create_s']:.1f} s", "two sinks creating 1 + 3 tables from 2,000 events (cold JVM)"),
+        ("fixed cost per cycle", f"{f['cycle_fixed_s']:.2f} s",
+         f"median cycle carrying one record; a cycle with nothing new {f['empty_cycle_s']:.2f} s"),
         ("visibility p50 / p99", f"{f['p50_visibility_s']:.2f} / {f['p99_visibility_s']:.2f} s",
          f"{lat.rate:,.0f} events/s for {args.latency_seconds:.0f} s, interval {f['interval_ms']} ms, "
-         f"{lat.commits} commits, {lat.files_per_commit:.1f} files/commit"),
+         f"{lat.commits} commits, {lat.files_per_commit:.1f} files/commit, cycles {f['latency_cycle_s_mean']:.2f} s "
+         f"mean / {f['latency_cycle_s_max']:.2f} s max"),
         ("peak RSS", f"{f['peak_rss_mb']:,.0f} MB",
          ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_process_mb"].items())),
     ]
@@ -537,11 +564,12 @@ def main() -> None:  # noqa: C901 - one section per measurement
     print("peak RSS by phase (MB): " + ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_phase_mb"].items()))
     if swept:
         print(f"\n{'interval ms':>11} {'naive rec/s':>12} {'appends':>8} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
-              f"{'commits':>8} {'rec/commit':>11} {'files/commit':>13}")
+              f"{'commits':>8} {'rec/commit':>11} {'files/commit':>13} {'cycle s':>8}")
         for s in f["sweep"]:
             print(f"{s['interval_ms']:>11} {s['naive_pyiceberg_rps']:>12,.0f} {s['naive_appends']:>8} "
                   f"{s['p50_visibility_s']:>7.2f} {s['p99_visibility_s']:>7.2f} {s['max_visibility_s']:>7.2f} "
-                  f"{s['commits']:>8} {s['records_per_commit']:>11,.0f} {s['files_per_commit']:>13.1f}")
+                  f"{s['commits']:>8} {s['records_per_commit']:>11,.0f} {s['files_per_commit']:>13.1f} "
+                  f"{s['cycle_s_mean']:>8.2f}")
     if args.profile:
         for label, result in (("1 table", single), ("fan-out", fanout)):
             for i, (cycle, jobs) in enumerate(zip(result.cycles, result.jobs, strict=True)):

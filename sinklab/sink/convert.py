@@ -208,5 +208,31 @@ def parse_once(records: DataFrame, parsed: Column) -> DataFrame:
     return records.select("*", F.inline(F.array(F.struct(parsed.alias(PARSED)))))
 
 
+class BadRows:
+    """A table's converted rows, with their bad ones (ERROR set) counted by the next action that
+    runs them: the table's write. A clean write then needs no job of its own to look for bad rows
+    (that job parsed every record a second time, measured ~20% of a cycle)."""
+
+    def __init__(self, rows: DataFrame):
+        from pyspark.sql import Observation
+
+        self.source = rows
+        self._observation = Observation()
+        # Filters above it are not pushed below an observation: it counts every row of the table.
+        self.observed = rows.observe(self._observation, F.count(F.col(ERROR)).alias("bad"))
+
+    def counted(self) -> int | None:
+        """How many bad rows the action saw; None when none has reported. Never blocks, unlike
+        ``Observation.get``, which waits forever for an action that did not run."""
+        future = self._observation._jo.future()  # type: ignore[union-attr]
+        if not future.isCompleted():
+            return None
+        outcome = future.value().get()
+        return int(outcome.get().getLong(0)) if outcome.isSuccess() else None
+
+    def bad(self) -> DataFrame:
+        return self.source.where(F.col(ERROR).isNotNull())
+
+
 def error_kind(error: Column) -> Column:
     return F.substring_index(error, ":", 1)

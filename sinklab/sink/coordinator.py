@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
 from sinklab.sink.config import SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, prepare, to_rows
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows
 from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
@@ -213,10 +213,14 @@ class Coordinator:
             states = self._destinations(cycle, good, configured)
             rows: dict[str, DataFrame] = {}
             for name in list(states):
-                states[name], rows[name] = self._rows(cycle, states[name], route.records_for(self.config, good, name))
+                states[name], rows[name], converted = self._rows(cycle, states[name],
+                                                                 route.records_for(self.config, good, name))
                 result = self._stage(cycle, states[name], rows[name])
                 if result is not None:
                     staged[name] = result
+                # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
+                if converted.counted() != 0:
+                    self._bad(cycle, converted.bad(), name)
             crash_point("after-data-files")
 
             commit_started = time.monotonic()
@@ -322,8 +326,9 @@ class Coordinator:
             log.info("sink %s: %d records routed to no table were skipped", self.config.name, nowhere)
         return states
 
-    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame]:
-        """The table's rows from its records: created, evolved and converted; bad ones handled."""
+    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame, BadRows]:
+        """The table's good rows from its records: created, evolved and converted; the bad ones are
+        counted by the write and handled after it."""
         if not state.exists:
             self._create(state.name, records)
             state = self._load(state.name)
@@ -338,9 +343,8 @@ class Coordinator:
                                                 self.config.schema_force_optional):
             schema = self.spark.table(target).schema
             state = self._load(state.name)
-        rows = to_rows(records, schema, self.config.schema_case_insensitive)
-        self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
-        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP)
+        converted = BadRows(to_rows(records, schema, self.config.schema_case_insensitive))
+        return state, converted.observed.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), converted
 
     def _stage(self, cycle: Cycle, state: TableState, rows: DataFrame) -> Staged | None:
         fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)
