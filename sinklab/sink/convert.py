@@ -198,3 +198,18 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
 
 def error_kind(error: Column) -> Column:
     return F.substring_index(error, ":", 1)
+
+
+def with_operation(rows: DataFrame, ids: list[str], cdc_field: str | None) -> DataFrame:
+    """Normalise each row's change to I, U or D (upsert mode without a CDC field: U), and make a
+    change without its id, or with an operation sinklab cannot read, a bad record."""
+    if cdc_field:
+        first = F.upper(F.substring(F.trim(F.col(OP)), 1, 1))
+        op = F.when(first.isin("I", "C", "R"), F.lit("I")).when(first == "U", F.lit("U")).when(first == "D", F.lit("D"))
+        op_error = F.when(op.isNull(), F.concat(F.lit(f"{TYPE_MISMATCH}: {cdc_field}: "),
+                                                F.coalesce(F.col(OP), F.lit("null")), F.lit(" is not I, U or D")))
+    else:
+        op, op_error = F.lit("U"), F.lit(None).cast("string")
+    id_errors = [F.when(F.col(c).isNull(), F.lit(f"{MISSING_REQUIRED}: {c}: the row id is missing")) for c in ids]
+    joined = F.concat_ws("; ", F.col(ERROR), op_error, *id_errors)
+    return rows.withColumn(OP, op).withColumn(ERROR, F.when(joined != "", joined))

@@ -71,11 +71,13 @@ def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offset
     return {}
 
 
-def ensure_wap(table: Table) -> None:
-    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled."""
-    if table.properties.get("write.wap.enabled") != "true":
+def ensure_wap(table: Table, extra: dict[str, str]) -> None:
+    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled;
+    ``extra`` are properties the sink's writes need too (merge-on-read for row-level changes)."""
+    wanted = {"write.wap.enabled": "true", **extra}
+    if any(table.properties.get(k) != v for k, v in wanted.items()):
         with table.transaction() as txn:
-            txn.set_properties({"write.wap.enabled": "true"})
+            txn.set_properties(wanted)
 
 
 # ---- creating tables from records
@@ -221,8 +223,15 @@ def _field_type(schema: T.StructType, path: str) -> T.DataType | None:
 
 
 def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.StructType,
-                 partition_by: list[PartitionField], properties: dict[str, str]) -> None:
-    """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too."""
+                 partition_by: list[PartitionField], properties: dict[str, str], ids: list[str] | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too.
+    ``ids`` become required identifier fields (row identity for upsert and CDC)."""
+    missing = [c for c in ids or [] if c not in schema.fieldNames()]
+    if missing:
+        raise ConfigError(f"iceberg.tables.default-id-columns: table {name}: id column(s) {', '.join(missing)} "
+                          f"are not in the records (columns: {', '.join(schema.fieldNames())})")
+    schema = T.StructType([T.StructField(f.name, f.dataType, f.nullable and f.name not in (ids or []))
+                           for f in schema.fields])
     ns, _, _ = name.rpartition(".")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog_name}.{quote(ns)}")
     props = {"format-version": "2", "write.wap.enabled": "true", **properties}
@@ -230,6 +239,9 @@ def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.St
     partitioned = f" PARTITIONED BY ({', '.join(pf.ddl for pf in partition_by)})" if partition_by else ""
     spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl(spark, schema)}) USING iceberg"
               f"{partitioned} TBLPROPERTIES ({tblprops})")
+    if ids:
+        fields = ", ".join(f"`{c}`" for c in ids)
+        spark.sql(f"ALTER TABLE {catalog_name}.{quote(name)} SET IDENTIFIER FIELDS {fields}")
 
 
 def ddl(spark: SparkSession, dtype: T.DataType) -> str:
