@@ -166,3 +166,21 @@ def test_crash_mid_cycle_then_restart_same_rows(stack: Stack, tmp_path: Path, un
                       + [(100 + i, "n", "eu") for i in range(5)])
     for table in tables:
         assert table_rows(stack, table) == expected, table
+
+
+def test_tombstone_deletes_the_row_its_key_names(stack: Stack, unique: str) -> None:
+    from confluent_kafka import Producer
+
+    stack.create_topic(unique)
+    produce_json(stack.bootstrap_servers, unique, CLASSIC[:3], key_field="id")
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    producer.produce(unique, None, b"2")  # the key as the id's value
+    producer.produce(unique, None, b'{"id": 3}')  # the key as a JSON object of the ids
+    assert producer.flush(30) == 0
+    sink = IcebergSink(stack, cdc_config(unique))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["tombstones"] == 2
+    assert table_rows(stack, f"{unique}.pizzas") == [(1, "one", "eu")]

@@ -212,9 +212,12 @@ class Coordinator:
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
-            prepared = prepare(raw.where(F.col("value").isNotNull()), self.config.schemas_enable,
-                               self.config.transforms, self.config.route_field,
-                               self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
+            # Tombstones are skipped and counted, except that row-level tables delete the row they name.
+            deletes_by_key = self.config.row_level
+            records = raw if deletes_by_key else raw.where(F.col("value").isNotNull())
+            prepared = prepare(records, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                               self.config.cdc_field, self.config.default_id_columns if deletes_by_key else None
+                               ).persist(StorageLevel.MEMORY_AND_DISK)
             cycle = Cycle(plan, commit_id, vtts, counters)
             self._bad(cycle, prepared.where(F.col(ERROR).isNotNull()), None)
             good = prepared.where(F.col(ERROR).isNull())

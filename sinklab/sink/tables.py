@@ -85,6 +85,7 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
     """The schema of prepared records: their Connect schemas when the envelope is there, else JSON
     inference (integer→long, float→double, boolean, string, object→struct, array→list), in
     first-seen order. Without the envelope every column is optional."""
+    records = records.where(F.col("value").isNotNull())  # a tombstone's ids come from its key, untyped
     if schemas_enable:
         texts = [r[0] for r in records.where(F.col("_schema").isNotNull()).select("_schema").distinct().collect()]
         merged = T.StructType([])
