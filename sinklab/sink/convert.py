@@ -155,7 +155,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         payload = F.get_json_object(text, "$.payload")
         schema = F.get_json_object(text, "$.schema")
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
-            F.get_json_object(text, "$") .isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
+            F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
             payload.isNull(), F.lit(f"{NOT_AN_OBJECT}: value has no Kafka Connect schema/payload envelope "
                                     "(value.converter.schemas.enable=true)"))
     else:

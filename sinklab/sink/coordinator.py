@@ -319,10 +319,7 @@ class Coordinator:
             if n == 0:
                 continue
             state = configured.get(name) or self._load(name)
-            if not state.exists and not self.config.auto_create:
-                if not self.config.dynamic_enabled:
-                    raise TableMissing(f"table {name} does not exist and iceberg.tables.auto-create-enabled is "
-                                       f"false (sink {self.config.name})")
+            if not state.exists and not self.config.auto_create and self.config.dynamic_enabled:
                 nowhere += n  # dynamic routing skips a table that is not there, as the Java sink does
                 continue
             states[name] = state
@@ -338,6 +335,9 @@ class Coordinator:
     def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame]:
         """The table's rows from its records: created, evolved and converted; bad ones handled."""
         if not state.exists:
+            if not self.config.auto_create:
+                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
+                                   f"false (sink {self.config.name})")
             self._create(state.name, records)
             state = self._load(state.name)
             if not state.exists:
