@@ -264,3 +264,17 @@ def test_missing_table_without_auto_create_stops(stack: Stack, unique: str) -> N
     finally:
         sink.stop()
     assert not stack.catalog.table_exists((unique, "pizzas"))
+
+
+def test_evolution_on_a_table_of_plain_columns(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    table = f"{unique}.t"
+    evolve = {"iceberg.tables.evolve-schema-enabled": "true"}
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1, "name": "a"}])
+    run(stack, sink_config(unique, [table], **evolve))
+    produce_json(stack.bootstrap_servers, unique, [{"id": 2, "name": "b"}])
+    run(stack, sink_config(unique, [table], **evolve))  # known fields only: nothing changes
+    assert stack.catalog.load_table((unique, "t")).schema().schema_id == 0
+    produce_json(stack.bootstrap_servers, unique, [{"id": 3, "name": "c", "late": 1.5}])
+    run(stack, sink_config(unique, [table], **evolve))
+    assert rows(stack, table, "id", "late") == [(1, None), (2, None), (3, 1.5)]

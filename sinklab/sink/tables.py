@@ -93,13 +93,23 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
             merged = union_schema(merged, connect_to_spark(json.loads(text)))
         return merged
     payloads = records.select("_payload")
-    inferred = spark.read.json(payloads.rdd.map(lambda r: r[0]), primitivesAsString=False,
-                               prefersDecimal=False).schema
+    inferred = json_schema(spark, payloads)
     inferred = T.StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
     first = payloads.first()
     order = list(json.loads(first[0]).keys()) if first else []
     rank = {name: i for i, name in enumerate(order)}
     return all_optional(T.StructType(sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))))
+
+
+def json_schema(spark: SparkSession, texts: DataFrame) -> T.StructType:
+    """Spark's JSON schema inference over a string column, kept in the JVM: PySpark's
+    ``read.json`` takes only an RDD, which would ship every record through Python."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    strings = getattr(texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())  # "as" is a Python keyword
+    reader = spark._jsparkSession.read().option("primitivesAsString", "false").option("prefersDecimal", "false")
+    parsed = T._parse_datatype_json_string(reader.json(strings).schema().json())
+    assert isinstance(parsed, T.StructType)
+    return parsed
 
 
 def all_optional(schema: T.StructType) -> T.StructType:
