@@ -278,3 +278,16 @@ def test_evolution_on_a_table_of_plain_columns(stack: Stack, unique: str) -> Non
     produce_json(stack.bootstrap_servers, unique, [{"id": 3, "name": "c", "late": 1.5}])
     run(stack, sink_config(unique, [table], **evolve))
     assert rows(stack, table, "id", "late") == [(1, None), (2, None), (3, 1.5)]
+
+
+def test_evolution_adds_a_new_object_field_as_a_struct_column(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    table = f"{unique}.t"
+    evolve = {"iceberg.tables.evolve-schema-enabled": "true"}
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1}])
+    run(stack, sink_config(unique, [table], **evolve))
+    produce_json(stack.bootstrap_servers, unique, [{"id": 2, "delivery": {"driver": "Ana", "minutes": 25}}])
+    run(stack, sink_config(unique, [table], **evolve))
+    field = stack.catalog.load_table((unique, "t")).schema().find_field("delivery.minutes")
+    assert str(field.field_type) == "long"
+    assert rows(stack, table, "id", "delivery.driver") == [(1, None), (2, "Ana")]

@@ -248,18 +248,20 @@ def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.St
     props = {"format-version": "2", "write.wap.enabled": "true", **properties}
     tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
     partitioned = f" PARTITIONED BY ({', '.join(pf.ddl for pf in partition_by)})" if partition_by else ""
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl(spark, schema)}) USING iceberg"
+    columns = ddl(spark, schema, columns=True)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({columns}) USING iceberg"
               f"{partitioned} TBLPROPERTIES ({tblprops})")
     if ids:
         fields = ", ".join(f"`{c}`" for c in ids)
         spark.sql(f"ALTER TABLE {catalog_name}.{quote(name)} SET IDENTIFIER FIELDS {fields}")
 
 
-def ddl(spark: SparkSession, dtype: T.DataType) -> str:
-    """Spark SQL DDL of a type (a struct: its column list), quoted the way Spark itself does."""
+def ddl(spark: SparkSession, dtype: T.DataType, columns: bool = False) -> str:
+    """Spark SQL DDL of a type, quoted the way Spark itself does; with ``columns`` a struct is
+    written as a column list (for CREATE TABLE), otherwise as ``STRUCT<...>`` (for ALTER TABLE)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     parsed = jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
-    return parsed.toDDL() if isinstance(dtype, T.StructType) else parsed.sql()
+    return parsed.toDDL() if columns and isinstance(dtype, T.StructType) else parsed.sql()
 
 
 def quote(name: str) -> str:
