@@ -11,24 +11,29 @@ them, a live dashboard and the commit-interval explorer.
 """
 
 from sinklab.viz.dashboard import Dashboard
-from sinklab.viz.explorer import Exploration, explore_intervals
+from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
 from sinklab.viz.figures import (
     combine,
     plot_cadence,
+    plot_counters,
     plot_fan_out,
     plot_files,
     plot_freshness,
     plot_lag,
     plot_sankey,
+    plot_schemas,
     plot_snapshots,
     plot_tradeoff,
     plot_visibility,
 )
 from sinklab.viz.frames import (
+    ControlLog,
     cadence,
     commits,
     consumer_lag,
+    control_log,
     cycles,
+    dead_letters,
     files,
     flows,
     freshness,
@@ -38,14 +43,17 @@ from sinklab.viz.frames import (
     load_table,
     record_times,
     refs,
+    schemas,
     snapshots,
     table_record_times,
     visibility,
 )
 
 __all__ = [
-    "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "cycles", "explore_intervals",
-    "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table", "plot_cadence",
-    "plot_fan_out", "plot_files", "plot_freshness", "plot_lag", "plot_sankey", "plot_snapshots", "plot_tradeoff",
-    "plot_visibility", "record_times", "refs", "snapshots", "table_record_times", "visibility",
+    "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log", "cycles",
+    "dead_letters",
+    "explore_intervals", "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table",
+    "plot_cadence", "plot_counters", "plot_fan_out", "plot_files", "plot_freshness", "plot_lag", "plot_sankey",
+    "plot_schemas", "plot_snapshots", "plot_tradeoff", "plot_visibility", "record_times", "refs", "schemas",
+    "snapshots", "table_record_times", "visibility", "wait_caught_up",
 ]

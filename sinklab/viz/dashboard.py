@@ -56,6 +56,8 @@ class Dashboard:
         self.refreshes = 0
         self.error: str | None = None
         self._catalog: Catalog | None = None
+        self._log: frames.ControlLog | None = None
+        self._version: tuple[Any, ...] = ()
         self._lag: list[pd.DataFrame] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -91,10 +93,10 @@ class Dashboard:
     def refresh(self) -> dict[str, pd.DataFrame]:
         """Read the tables, the control topic and the lag once; update every figure; return the frames."""
         with self._lock:
-            from sinklab.sink import read_control_log
-
             config = self.config
-            log = read_control_log(self.stack.bootstrap_servers, topic=config.control_topic, sink=config.name)
+            if self._log is None:
+                self._log = frames.ControlLog(self.stack, sink=config.name, control_topic=config.control_topic)
+            log = self._log.read(idle_s=0.2)
             commit_frame = frames.commits(self.stack, log=log)
             cycle_frame = frames.cycles(self.stack, log=log)
             tables = self.tables if self.tables is not None else sorted(
@@ -112,16 +114,22 @@ class Dashboard:
                 "cadence": frames.cadence(snaps, interval, sink=config.name),
                 "freshness": frames.freshness(snaps, now, sink=config.name),
             }
-            self.figures = {
-                "snapshots": figures.plot_snapshots(snaps),
-                "cadence": figures.plot_cadence(self.frames["cadence"], interval),
-                "freshness": figures.plot_freshness(self.frames["freshness"]),
-                "lag": figures.plot_lag(lag),
-                "files": figures.plot_files(snaps),
-                "fan_out": figures.plot_fan_out(commit_frame),
+            # Building plotly figures costs CPU the sink's driver shares: only what changed is redrawn.
+            version = (len(log), tuple(snaps["snapshot_id"]))
+            redraw = {"freshness", "lag"} if version == self._version and self.figures else set(PANELS)
+            self._version = version
+            make = {
+                "snapshots": lambda: figures.plot_snapshots(snaps),
+                "cadence": lambda: figures.plot_cadence(self.frames["cadence"], interval),
+                "freshness": lambda: figures.plot_freshness(self.frames["freshness"]),
+                "lag": lambda: figures.plot_lag(lag),
+                "files": lambda: figures.plot_files(snaps),
+                "fan_out": lambda: figures.plot_fan_out(commit_frame),
             }
-            for name, fig in self.figures.items():
-                sync(self.widgets[name], fig, PANEL_HEIGHT)
+            for name in PANELS:
+                if name in redraw:
+                    self.figures[name] = make[name]()
+                    sync(self.widgets[name], self.figures[name], PANEL_HEIGHT)
             self.refreshes += 1
             self.error = None
             self.header.value = self._header_html(lag)
@@ -168,10 +176,15 @@ class Dashboard:
         return self
 
     def stop(self, timeout: float = 30) -> Dashboard:
+        """Stop refreshing and close the Kafka consumer (a later refresh opens a new one)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
         return self
 
     def run(self, seconds: float) -> Dashboard:
@@ -211,6 +224,8 @@ def sync(widget: go.FigureWidget, fig: go.Figure, height: int | None = None) -> 
     layout.setdefault("annotations", [])
     if height:
         layout["height"] = height
+    if widget.layout.template.layout.to_plotly_json():
+        layout.pop("template", None)  # set once: copying a whole template costs more than the data
     with widget.batch_update():
         same = len(widget.data) == len(data) and all(
             t.type == d.get("type", "scatter") for t, d in zip(widget.data, data, strict=True))

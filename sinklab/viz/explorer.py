@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from sinklab.generators import Generator
+    from sinklab.sink import IcebergSink
     from sinklab.stack import Stack
 
 RESULT_COLUMNS = [
@@ -44,73 +45,93 @@ class Exploration:
     def figure(self) -> go.Figure:
         return plot_tradeoff(self.results)
 
+    def __repr__(self) -> str:
+        return f"Exploration of {len(self.runs)} intervals:\n{self.results.round(2).to_string(index=False)}"
+
 
 def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable[int] = (1000, 2000, 4000),
-                      count: int = 2000, rate: float = 500.0, partitions: int = 3, namespace: str = "explorer",
+                      count: int = 2000, rate: float = 400.0, partitions: int = 3, namespace: str = "explorer",
                       prime: int = 50, catch_up_s: float = 120.0, extra_config: dict[str, str] | None = None,
                       ) -> Exploration:
     """Send ``count`` events of ``generator`` at ``rate`` events/s through a sink at each interval.
 
-    Before each measured run the table is created by a first cycle over ``prime`` events of another
-    seed, so neither table creation nor Spark's warm-up is counted against the interval (the very
-    first cycle in a fresh kernel takes several seconds longer than any later one). Per interval:
+    First one cycle of a priming sink writes ``prime`` events of another seed into every run's table,
+    creating them all, so neither table creation nor Spark's warm-up (the first cycle in a fresh
+    kernel takes several seconds longer than any later one) is charged to an interval. Per interval:
 
     - ``p50_s``/``p99_s``: visibility latency of the stream's records (Kafka timestamp → the commit
       that made them readable, see :func:`sinklab.viz.frames.visibility`);
     - ``snapshots_per_hour``, ``files_per_table_per_hour``: the run's snapshots and data files over
       its window (first record produced → last commit visible), scaled to an hour;
-    - ``mean_file_kib``: the mean size of the data files it wrote.
+    - ``mean_file_kib``: the mean size of the data files it wrote;
+    - ``mean_cycle_ms``: how long its cycles took (read, convert, write, commit): the floor under
+      any interval.
     """
     from sinklab.generators import Generator as GeneratorType
     from sinklab.sink import IcebergSink
 
     token = uuid.uuid4().hex[:6]
-    primer = GeneratorType(generator.spec, seed=generator.spec.seed + 1)
-    rows, snaps_all, vis_all, runs = [], [], [], []
-    for interval in intervals_ms:
-        topic = f"{namespace}-{interval}ms-{token}"
-        table = f"{namespace}.interval_{interval}ms_{token}"
-        name = f"{namespace}-{interval}ms-{token}"
-        config = {"name": name, "config": {
-            "topics": topic, "iceberg.tables": table, "iceberg.catalog": stack.info.catalog_name,
+    intervals = list(intervals_ms)
+    runs = [{"interval_ms": interval, "topic": f"{namespace}-{interval}ms-{token}",
+             "table": f"{namespace}.interval_{interval}ms_{token}", "sink": f"{namespace}-{interval}ms-{token}"}
+            for interval in intervals]
+
+    def config(name: str, topic: str, tables: list[str], interval: int) -> dict[str, Any]:
+        return {"name": name, "config": {
+            "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": stack.info.catalog_name,
             "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval),
             "value.converter.schemas.enable": "false", **(extra_config or {})}}
+
+    if prime:
+        topic = f"{namespace}-prime-{token}"
         stack.create_topic(topic, partitions=partitions)
-        sink = IcebergSink(stack, config)
+        GeneratorType(generator.spec, seed=generator.spec.seed + 1).produce(
+            stack, topic, count=prime, partitions=partitions).wait()
+        primer = IcebergSink(stack, config(f"{namespace}-prime-{token}", topic, [r["table"] for r in runs], 1000))
         try:
-            if prime:
-                primer.produce(stack, topic, count=prime, partitions=partitions).wait()
-                sink.run_once()
-            # Kafka timestamps are whole milliseconds.
-            began = pd.Timestamp.now(tz="UTC").floor("ms")
+            primer.run_once()
+        finally:
+            primer.stop()
+
+    rows, snaps_all, vis_all = [], [], []
+    for run in runs:
+        stack.create_topic(run["topic"], partitions=partitions)
+        sink = IcebergSink(stack, config(run["sink"], run["topic"], [run["table"]], run["interval_ms"]))
+        try:
             sink.start()
-            generator.produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
-            _wait_caught_up(stack, sink.config.group_id, topic, catch_up_s, sink)
+            generator.produce(stack, run["topic"], count=count, rate=rate, partitions=partitions).wait()
+            wait_caught_up(sink, catch_up_s)
         finally:
             sink.stop()
-        snaps = frames.snapshots(stack, table)
-        snaps = snaps[snaps["visible_at"] > began].assign(interval_ms=interval)
-        records = frames.record_times(stack, topic)
-        records = records[records["produced_at"] >= began]
-        vis = frames.visibility(snaps, records).assign(interval_ms=interval)
-        rows.append(_measure(interval, snaps, vis, frames.cycles(stack, sink=name)))
+        snaps = frames.snapshots(stack, run["table"])
+        snaps = snaps[snaps["sink"] == run["sink"]].assign(interval_ms=run["interval_ms"])
+        vis = frames.visibility(snaps, frames.record_times(stack, run["topic"])).assign(interval_ms=run["interval_ms"])
+        rows.append(_measure(run["interval_ms"], snaps, vis, frames.cycles(stack, sink=run["sink"])))
         snaps_all.append(snaps)
         vis_all.append(vis)
-        runs.append({"interval_ms": interval, "topic": topic, "table": table, "sink": name})
     return Exploration(pd.DataFrame(rows, columns=RESULT_COLUMNS), pd.concat(snaps_all, ignore_index=True),
                        pd.concat(vis_all, ignore_index=True), runs)
 
 
-def _wait_caught_up(stack: Stack, group: str, topic: str, timeout: float, sink: Any) -> None:
+def wait_caught_up(sink: IcebergSink, timeout: float = 120.0, poll_s: float = 0.2) -> pd.DataFrame:
+    """Block until a running sink has committed every record its topics hold now; returns the lag
+    frame (all zeros). Raises if the sink fails, or after ``timeout`` seconds."""
+    config = sink.config
+    topics = list(config.topics) or sorted(
+        t for t in sink.stack.admin().list_topics(timeout=10).topics
+        if t not in (config.control_topic, config.dlq_topic) and not t.startswith("__") and config.matches_topic(t))
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         status = sink.status()
         if status.state == "FAILED":
-            raise RuntimeError(f"the sink failed during the run:\n{status.trace}")
-        if frames.consumer_lag(stack, group, topic)["lag"].sum() == 0:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"sink of {topic} had not committed everything after {timeout:.0f}s")
+            raise RuntimeError(f"sink {config.name} failed:\n{status.trace}")
+        lag = frames.consumer_lag(sink.stack, config.group_id, topics)
+        if lag["lag"].sum() == 0:
+            return lag
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sink {config.name}: {lag['lag'].sum()} records still not committed after "
+                               f"{timeout:.0f}s")
+        time.sleep(poll_s)
 
 
 def _measure(interval: int, snaps: pd.DataFrame, vis: pd.DataFrame, cycle_frame: pd.DataFrame) -> dict[str, Any]:

@@ -179,6 +179,52 @@ def plot_lag(lag: pd.DataFrame, title: str = "Consumer lag per partition") -> go
     return fig
 
 
+def plot_counters(cycle_frame: pd.DataFrame, title: str = "What the sink counted, per cycle") -> go.Figure:
+    """Stacked bars of each cycle's counters besides the records read: tombstones, records routed to no
+    table, bad records by kind (``dead-lettered``, their total, is left out: it would count them twice)."""
+    fig = _figure(title, "cycle", "records", barmode="stack")
+    kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in ("records", "dead-lettered")})
+    for kind in kinds:
+        values = [int(c.get(kind, 0)) for c in cycle_frame["counters"]]
+        if any(values):
+            fig.add_trace(go.Bar(x=cycle_frame["cycle"], y=values, name=kind,
+                                 hovertemplate=f"{kind}<br>cycle %{{x}}: %{{y:,}}<extra></extra>"))
+    fig.update_xaxes(dtick=1 if cycle_frame["cycle"].nunique() <= 30 else None)
+    return fig
+
+
+def plot_schemas(schema_frame: pd.DataFrame, title: str = "Schema history: columns by schema version") -> go.Figure:
+    """A grid of columns (rows, by field id) and schema versions (columns): each cell shows the column's
+    type in that version; new columns and changed types are highlighted."""
+    versions = sorted(schema_frame["schema_id"].unique())
+    fields = schema_frame.sort_values("field_id").drop_duplicates("field_id", keep="last")
+    labels = fields["column"].tolist()
+    types = {(r.field_id, r.schema_id): r.type for r in schema_frame.itertuples()}
+    # 0: absent, 1: unchanged, 2: new in this version, 3: type changed in this version
+    z, text = [], []
+    for field_id in fields["field_id"]:
+        row_z, row_text = [], []
+        previous: str | None = None
+        for v in versions:
+            kind = types.get((field_id, v))
+            row_text.append(kind or "")
+            row_z.append(0 if kind is None else 2 if previous is None and v != versions[0] else
+                         3 if previous is not None and kind != previous else 1)
+            previous = kind if kind is not None else previous
+        z.append(row_z)
+        text.append(row_text)
+    colors = [[0.0, "#f5f5f5"], [0.25, "#f5f5f5"], [0.25, "#e3f2fd"], [0.5, "#e3f2fd"], [0.5, "#a5d6a7"],
+              [0.75, "#a5d6a7"], [0.75, "#ffcc80"], [1.0, "#ffcc80"]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[f"schema {v}" for v in versions], y=labels, text=text, texttemplate="%{text}", zmin=0, zmax=3,
+        colorscale=colors, showscale=False, xgap=2, ygap=2,
+        hovertemplate="%{y} in %{x}: %{text}<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, title=title, height=max(300, 28 * len(labels) + 120),
+                      margin={"t": 60, "r": 20, "b": 40, "l": 160})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
 def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off") -> go.Figure:
     """The explorer's runs: visibility latency against snapshots per hour, files per table per hour and
     mean file size, one point per commit interval."""

@@ -40,10 +40,10 @@ CONTROL_TOPIC = "control-iceberg"
 METADATA_FIELD = "_kafka_metadata"
 
 SNAPSHOT_COLUMNS = [
-    "table", "branch", "snapshot_id", "parent_id", "sequence_number", "operation", "committed_at", "visible_at",
-    "sink", "commit_id", "offsets", "vtts", "added_records", "deleted_records", "added_files", "removed_files",
-    "added_delete_files", "added_bytes", "removed_bytes", "total_records", "total_files", "total_delete_files",
-    "total_bytes",
+    "table", "branch", "snapshot_id", "parent_id", "sequence_number", "operation", "schema_id", "committed_at",
+    "visible_at", "sink", "commit_id", "offsets", "vtts", "added_records", "deleted_records", "added_files",
+    "removed_files", "added_delete_files", "added_bytes", "removed_bytes", "total_records", "total_files",
+    "total_delete_files", "total_bytes",
 ]
 # Iceberg's standard snapshot summary keys, as integer columns.
 SUMMARY_INTS = {
@@ -86,7 +86,7 @@ TIME_COLUMNS = {"committed_at", "visible_at", "vtts", "started_at", "completed_a
                 "made_current_at"}
 FLOAT_COLUMNS = {"gap_s", "interval_s", "ratio", "fresh_s", "stale_s", "latency_s"}
 OBJECT_COLUMNS = {"table", "branch", "operation", "sink", "commit_id", "offsets", "counters", "topic", "content",
-                  "file_path", "source", "target"}
+                  "file_path", "source", "target", "source_topic", "kind", "message", "key", "value"}
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -147,7 +147,7 @@ def _table_snapshots(table: Table, name: str, branch: str) -> pd.DataFrame:
         row: dict[str, Any] = {
             "table": name, "branch": branch, "snapshot_id": snap.snapshot_id, "parent_id": snap.parent_snapshot_id,
             "sequence_number": snap.sequence_number,
-            "operation": snap.summary.operation.value if snap.summary else None,
+            "operation": snap.summary.operation.value if snap.summary else None, "schema_id": snap.schema_id,
             "committed_at": _ms(snap.timestamp_ms),
             "visible_at": _ms(made_current[snap.snapshot_id]) if snap.snapshot_id in made_current else pd.NaT,
             "sink": props.get(SINK_PROP), "commit_id": props.get(COMMIT_ID_PROP),
@@ -176,6 +176,42 @@ def history(source: MetadataSource, table: str) -> pd.DataFrame:
     return frame
 
 
+def schemas(source: MetadataSource, table: str) -> pd.DataFrame:
+    """Every schema the table has had, one row per column: ``schema_id, field_id, column`` (nested
+    columns by their dotted name), ``type`` and ``required``; ``current`` marks the table's schema.
+    A column keeps its ``field_id`` through renames and type promotions."""
+    tbl = load_table(source, table)
+    rows = []
+    for schema in tbl.metadata.schemas:
+        for column, field_id in _columns(schema):
+            field = schema.find_field(field_id)
+            rows.append({"table": table, "schema_id": schema.schema_id, "field_id": field_id, "column": column,
+                         "type": str(field.field_type), "required": field.required,
+                         "current": schema.schema_id == tbl.metadata.current_schema_id})
+    return pd.DataFrame(rows, columns=["table", "schema_id", "field_id", "column", "type", "required", "current"])
+
+
+def _columns(schema: Any) -> list[tuple[str, int]]:
+    """(dotted name, field id) of every field, struct members after their struct, in schema order."""
+    from pyiceberg.types import ListType, MapType, StructType
+
+    out: list[tuple[str, int]] = []
+
+    def walk(struct: StructType, prefix: str) -> None:
+        for f in struct.fields:
+            name = f"{prefix}{f.name}"
+            out.append((name, f.field_id))
+            if isinstance(f.field_type, StructType):
+                walk(f.field_type, f"{name}.")
+            elif isinstance(f.field_type, ListType) and isinstance(f.field_type.element_type, StructType):
+                walk(f.field_type.element_type, f"{name}.element.")
+            elif isinstance(f.field_type, MapType) and isinstance(f.field_type.value_type, StructType):
+                walk(f.field_type.value_type, f"{name}.value.")
+
+    walk(schema.as_struct(), "")
+    return out
+
+
 def refs(source: MetadataSource, table: str) -> pd.DataFrame:
     """The table's branches and tags (the sink's staging branches while a cycle commits)."""
     return load_table(source, table).inspect.refs().to_pandas()
@@ -200,10 +236,100 @@ def files(source: MetadataSource, table: str, snapshot_id: int | None = None) ->
 
 
 # ---- the control topic
-def _control_log(source: KafkaSource, sink: str | None, control_topic: str) -> pd.DataFrame:
-    from sinklab.sink import read_control_log
+LOG_COLUMNS = ["type", "sink", "commit_id", "ts", "vtts", "offsets", "tables", "counters", "duration_ms"]
 
-    return read_control_log(_bootstrap(source), topic=control_topic, sink=sink)
+
+class ControlLog:
+    """The control topic's committed events, read incrementally: each ``read()`` fetches only what
+    arrived since the last one and returns every event so far, as ``read_control_log`` does.
+
+    Unlike a one-shot read it never waits for an open transaction: a sink that is mid-commit (or
+    was killed mid-commit, until its next instance aborts the transaction) holds read_committed
+    consumers back, so ``read()`` returns what is committed once nothing new arrives for ``idle_s``.
+    """
+
+    def __init__(self, source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC):
+        self.bootstrap = _bootstrap(source)
+        self.sink = sink
+        self.topic = control_topic
+        self._rows: list[dict[str, Any]] = []
+        self._consumer: Any = None
+        self._ends: dict[int, tuple[int, int]] = {}  # partition -> (low, high) watermarks at the last read
+
+    def _assign(self, timeout: float) -> bool:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        if self._consumer is None:
+            self._consumer = Consumer({
+                "bootstrap.servers": self.bootstrap, "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                "enable.auto.commit": False, "isolation.level": "read_committed"})
+        meta = self._consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+        if meta is None or meta.error is not None:
+            return False
+        new = [p for p in sorted(meta.partitions) if p not in self._ends]
+        if new:
+            self._consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new])
+            self._ends.update({p: (0, 0) for p in new})
+        return True
+
+    def read(self, timeout: float = 10.0, idle_s: float = 0.5) -> pd.DataFrame:
+        from confluent_kafka import TopicPartition
+
+        from sinklab.sink.events import decode
+
+        if self._assign(timeout):
+            for p in self._ends:
+                self._ends[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)
+            deadline = time.monotonic() + timeout
+            idle_since = time.monotonic()
+            while time.monotonic() < deadline:
+                msgs = self._consumer.consume(500, timeout=0.1)
+                for m in msgs:
+                    if m.error() is None and m.value():
+                        event = decode(m.value())
+                        if self.sink is None or event["sink"] == self.sink:
+                            self._rows.append(event)
+                if msgs:
+                    idle_since = time.monotonic()
+                positions = self._consumer.position([TopicPartition(self.topic, p) for p in self._ends])
+                if all(self._ends[tp.partition][1] <= max(tp.offset, self._ends[tp.partition][0])
+                       for tp in positions):
+                    break
+                if not msgs and time.monotonic() - idle_since >= idle_s:
+                    break
+        return self.frame()
+
+    def frame(self) -> pd.DataFrame:
+        if not self._rows:
+            return _empty(LOG_COLUMNS)
+        frame = pd.DataFrame(self._rows)
+        frame["ts"] = pd.to_datetime(frame.pop("ts_ms"), unit="ms", utc=True)
+        frame["vtts"] = pd.to_datetime(frame.pop("vtts_ms"), unit="ms", utc=True)
+        frame["offsets"] = frame["offsets"].map(json.loads)
+        return frame
+
+    def close(self) -> None:
+        """Close the consumer; a later ``read()`` starts again from the beginning."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._rows, self._ends = [], {}
+
+    def __enter__(self) -> ControlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def control_log(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC) -> pd.DataFrame:
+    """Every committed event on the control topic (of one sink), one row per event."""
+    with ControlLog(source, sink, control_topic) as log:
+        return log.read()
+
+
+def _control_log(source: KafkaSource, sink: str | None, control_topic: str) -> pd.DataFrame:
+    return control_log(source, sink, control_topic)
 
 
 def _int_offsets(raw: dict[str, dict[str, int]] | str) -> Offsets:
@@ -216,7 +342,7 @@ def commits(source: KafkaSource, sink: str | None = None, control_topic: str = C
 
     ``started_at`` is the cycle's ``commit-start`` event (its Kafka transaction opened), ``completed_at``
     its ``commit-complete``; ``data_files``/``delete_files`` are counts; ``offsets`` is what the table
-    recorded. ``log`` reuses a control log already read (``read_control_log``).
+    recorded. ``log`` reuses a control log already read (:func:`control_log`, :class:`ControlLog`).
     """
     log = _control_log(source, sink, control_topic) if log is None else log
     rows = []
@@ -264,6 +390,58 @@ def _completed(log: pd.DataFrame) -> pd.DataFrame:
     done["started_at"] = done["commit_id"].map(starts)
     done["cycle"] = done.groupby("sink").cumcount() + 1
     return done.reset_index(drop=True)
+
+
+def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.DataFrame:
+    """The records on a dead-letter topic: where each sits there (``partition``, ``offset``), its
+    ``key`` and ``value`` as the source had them, and — with
+    ``errors.deadletterqueue.context.headers.enable`` — where it came from (``source_topic``,
+    ``source_partition``, ``source_offset``), its ``kind``, the error ``message`` and the ``table``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    columns = ["partition", "offset", "source_topic", "source_partition", "source_offset", "kind", "table", "message",
+               "key", "value"]
+    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    rows: list[dict[str, Any]] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return _empty(columns)
+        for p in sorted(meta.partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msgs = consumer.consume(1000, timeout=0.5)
+                if msgs:
+                    deadline = time.monotonic() + timeout
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    headers = {k: (v.decode(errors="replace") if v is not None else None) for k, v in m.headers() or []}
+                    source_partition = headers.get("__connect.errors.partition")
+                    source_offset = headers.get("__connect.errors.offset")
+                    rows.append({
+                        "partition": m.partition(), "offset": m.offset(),
+                        "source_topic": headers.get("__connect.errors.topic"),
+                        "source_partition": int(source_partition) if source_partition is not None else None,
+                        "source_offset": int(source_offset) if source_offset is not None else None,
+                        "kind": headers.get("__sinklab.errors.kind"), "table": headers.get("__sinklab.errors.table"),
+                        "message": headers.get("__connect.errors.exception.message"), "key": m.key(),
+                        "value": m.value(),
+                    })
+                if not msgs and consumer.position([tp])[0].offset >= high:
+                    break
+    finally:
+        consumer.close()
+    frame = pd.DataFrame(rows, columns=columns) if rows else _empty(columns)
+    for column in ("source_partition", "source_offset"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 # ---- derived views
