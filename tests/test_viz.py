@@ -13,11 +13,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from confluent_kafka import Producer
 from helpers import sink_config
 
 from sinklab import viz
 from sinklab.generators import PizzaGenerator, produce_json
-from sinklab.sink import IcebergSink, read_control_log
+from sinklab.sink import IcebergSink, events, read_control_log
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -122,6 +123,14 @@ def test_other_writers_and_other_branches(stack: Stack, unique: str) -> None:
     assert live["record_count"].sum() == 6 and set(live["added_by"]) == set(main["snapshot_id"])
     assert viz.cadence(main, 500).empty  # one sink commit: no gap yet
 
+    stack.spark.sql(f"ALTER TABLE sinklab.{table} ADD COLUMN note STRING")
+    schemas = viz.schemas(stack, table)
+    assert schemas.groupby("schema_id")["column"].apply(list).tolist() == [["id"], ["id", "note"]]
+    assert schemas.drop_duplicates("column").set_index("column")["field_id"].to_dict() == {"id": 1, "note": 2}
+    assert schemas[schemas["current"]]["column"].tolist() == ["id", "note"]
+    grid = viz.plot_schemas(schemas).data[0]
+    assert list(grid.y) == ["id", "note"] and [list(row) for row in grid.z] == [[1, 1], [0, 2]]  # 2: new here
+
 
 def test_commits_and_cycles_are_the_control_events(stack: Stack, run: Run) -> None:
     log = read_control_log(stack.bootstrap_servers, sink=run.sink)
@@ -142,6 +151,64 @@ def test_commits_and_cycles_are_the_control_events(stack: Stack, run: Run) -> No
     assert cycle_frame["tables"].tolist() == [2, 2, 2]
     assert (cycle_frame["started_at"] <= cycle_frame["completed_at"]).all()
     assert [sum(o[run.topic].values()) for o in cycle_frame["offsets"]] == [300, 500, 750]
+
+
+def test_control_log_reads_incrementally_and_never_waits_on_an_open_transaction(stack: Stack, unique: str) -> None:
+    topic = f"{unique}-control"
+    stack.create_topic(topic)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "transactional.id": f"{unique}-tx"})
+    producer.init_transactions(30)
+
+    def send(commit_id: str, sink: str = "s") -> None:
+        producer.produce(topic, events.encode({"type": events.COMMIT_START, "sink": sink, "commit_id": commit_id,
+                                               "ts_ms": int(time.time() * 1000)}))
+
+    producer.begin_transaction()
+    send("a")
+    send("other", sink="t")
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    send("b")  # a sink killed mid-commit leaves its transaction open like this
+    producer.flush(30)
+    log = viz.ControlLog(stack, sink="s", control_topic=topic)
+    try:
+        assert log.read()["commit_id"].tolist() == ["a"]  # returns what is committed, without waiting
+        producer.commit_transaction(30)
+        deadline = time.monotonic() + 30
+        while (seen := log.read()["commit_id"].tolist()) == ["a"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert seen == ["a", "b"]  # the new event once, the old one not read again
+    finally:
+        log.close()
+    assert viz.control_log(stack, control_topic=topic)["commit_id"].tolist() == ["a", "other", "b"]
+
+
+def test_dead_letters_counters_and_flows(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    good = [json.dumps({"id": i, "kind": "pizza"}).encode() for i in range(4)]
+    values = [*good[:2], b'{"id": 1, "kind"', b"[1, 2]", None, *good[2:]]
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    for i, value in enumerate(values):
+        producer.produce(unique, value, f"k{i}".encode())
+    assert producer.flush(30) == 0
+    name = f"sink-{unique}"
+    sink = IcebergSink(stack, sink_config(unique, **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{unique}-dlq",
+        "errors.deadletterqueue.context.headers.enable": "true"}))
+    try:
+        sink.run_once()
+    finally:
+        sink.stop()
+    letters = viz.dead_letters(stack, f"{unique}-dlq")
+    assert letters[["source_topic", "source_partition", "source_offset", "kind"]].values.tolist() == [
+        [unique, 0, 2, "malformed-json"], [unique, 0, 3, "not-an-object"]]
+    assert letters["value"].tolist() == [values[2], values[3]] and letters["key"].tolist() == [b"k2", b"k3"]
+    assert letters["message"].str.startswith(tuple(letters["kind"])).all()
+    cycle_frame = viz.cycles(stack, sink=name)
+    bars = {t.name: list(t.y) for t in viz.plot_counters(cycle_frame).data}
+    assert bars == {"malformed-json": [1], "not-an-object": [1], "tombstones": [1]}  # no double-counted total
+    flow = viz.flows(cycle_frame, viz.commits(stack, sink=name)).set_index("target")["records"].to_dict()
+    assert flow == {name: 7, f"{unique}.pizzas": 4, "dead letters": 2, "tombstones (skipped)": 1}
 
 
 def test_visibility_finds_the_snapshot_that_first_holds_each_record(stack: Stack, run: Run) -> None:
