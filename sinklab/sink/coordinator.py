@@ -19,8 +19,8 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
-from sinklab.sink.config import SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, prepare, to_rows
+from sinklab.sink.config import ConfigError, SinkConfig
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, prepare, to_rows, with_operation
 from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
@@ -39,7 +39,16 @@ from sinklab.sink.tables import (
     partition_schema,
     quote,
 )
-from sinklab.sink.write import Staged, drop_stage, drop_stale_stages, publish, stage_name, write_staged
+from sinklab.sink.write import (
+    ROW_LEVEL_PROPS,
+    Staged,
+    drop_stage,
+    drop_stale_stages,
+    publish,
+    stage_name,
+    write_changes,
+    write_staged,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -203,9 +212,12 @@ class Coordinator:
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
-            prepared = prepare(raw.where(F.col("value").isNotNull()), self.config.schemas_enable,
-                               self.config.transforms, self.config.route_field,
-                               self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
+            # Tombstones are skipped and counted, except that row-level tables delete the row they name.
+            deletes_by_key = self.config.row_level
+            records = raw if deletes_by_key else raw.where(F.col("value").isNotNull())
+            prepared = prepare(records, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                               self.config.cdc_field, self.config.default_id_columns if deletes_by_key else None
+                               ).persist(StorageLevel.MEMORY_AND_DISK)
             cycle = Cycle(plan, commit_id, vtts, counters)
             self._bad(cycle, prepared.where(F.col(ERROR).isNotNull()), None)
             good = prepared.where(F.col(ERROR).isNull())
@@ -307,10 +319,7 @@ class Coordinator:
             if n == 0:
                 continue
             state = configured.get(name) or self._load(name)
-            if not state.exists and not self.config.auto_create:
-                if not self.config.dynamic_enabled:
-                    raise TableMissing(f"table {name} does not exist and iceberg.tables.auto-create-enabled is "
-                                       f"false (sink {self.config.name})")
+            if not state.exists and not self.config.auto_create and self.config.dynamic_enabled:
                 nowhere += n  # dynamic routing skips a table that is not there, as the Java sink does
                 continue
             states[name] = state
@@ -326,12 +335,19 @@ class Coordinator:
     def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame]:
         """The table's rows from its records: created, evolved and converted; bad ones handled."""
         if not state.exists:
+            if not self.config.auto_create:
+                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
+                                   f"false (sink {self.config.name})")
             self._create(state.name, records)
             state = self._load(state.name)
             if not state.exists:
                 raise TableMissing(f"table {state.name} was not found after creating it")
         assert state.table is not None
-        ensure_wap(state.table)
+        ensure_wap(state.table, ROW_LEVEL_PROPS if self.config.row_level else {})
+        if self.config.row_level and state.table.format_version < 2:
+            raise ConfigError(f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
+                              f"version 2 (it is {state.table.format_version}); upgrade it with ALTER TABLE ... SET "
+                              f"TBLPROPERTIES ('format-version'='2')")
         target = f"{self.config.catalog_name}.{quote(state.name)}"
         schema = self.spark.table(target).schema
         if self.config.evolve_schema and evolve(self.spark, self.config.catalog_name, state.name, schema, records,
@@ -340,6 +356,8 @@ class Coordinator:
             schema = self.spark.table(target).schema
             state = self._load(state.name)
         rows = to_rows(records, schema, self.config.schema_case_insensitive)
+        if self.config.row_level:
+            rows = with_operation(rows, self._ids(state), self.config.cdc_field)
         self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP)
 
@@ -354,12 +372,27 @@ class Coordinator:
             VTTS_PROP: str(cycle.vtts),
         }
         columns = [c for c in rows.columns if c not in (*META, OP)]
-        staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
-                              properties, stage_name(self.config.name, cycle.commit_id))
+        stage = stage_name(self.config.name, cycle.commit_id)
+        if self.config.row_level:
+            staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh, self._ids(state),
+                                   OP, properties, stage)
+        else:
+            staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
+                                  properties, stage)
         if staged.records == 0 and not staged.delete_files:
             self._forget_stage(state.name, staged.stage)
             return None
         return staged
+
+    def _ids(self, state: TableState) -> list[str]:
+        """Row identity: the configured id columns, else the table's identifier fields."""
+        ids = self.config.table_id_columns(state.name)
+        if not ids and state.table is not None:
+            ids = list(state.table.schema().identifier_field_names())
+        if not ids:
+            raise ConfigError(f"iceberg.tables.default-id-columns: table {state.name} has no identifier fields; "
+                              f"upsert/CDC needs id columns (iceberg.table.{state.name}.id-columns)")
+        return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
         schema = infer_schema(self.spark, records, self.config.schemas_enable)
@@ -369,8 +402,9 @@ class Coordinator:
             schema = all_optional(schema)
         partition_by = self.config.table_partition_by(name)
         schema = partition_schema(records, schema, partition_by, self.config.partition_key(name))
-        create_table(self.spark, self.config.catalog_name, name, schema, partition_by,
-                     self.config.auto_create_props)
+        ids = self.config.table_id_columns(name) if self.config.row_level else []
+        props = {**(ROW_LEVEL_PROPS if self.config.row_level else {}), **self.config.auto_create_props}
+        create_table(self.spark, self.config.catalog_name, name, schema, partition_by, props, ids)
         log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
 
     def _publish(self, cycle: Cycle, state: TableState, staged: Staged, rows: DataFrame) -> Staged | None:
