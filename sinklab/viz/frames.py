@@ -83,10 +83,10 @@ def _ms(value: Any) -> pd.Timestamp:
 
 
 TIME_COLUMNS = {"committed_at", "visible_at", "vtts", "started_at", "completed_at", "produced_at", "at", "until",
-                "made_current_at"}
+                "made_current_at", "ts"}
 FLOAT_COLUMNS = {"gap_s", "interval_s", "ratio", "fresh_s", "stale_s", "latency_s"}
 OBJECT_COLUMNS = {"table", "branch", "operation", "sink", "commit_id", "offsets", "counters", "topic", "content",
-                  "file_path", "source", "target", "source_topic", "kind", "message", "key", "value"}
+                  "file_path", "source", "target", "source_topic", "kind", "message", "key", "value", "type"}
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -328,9 +328,6 @@ def control_log(source: KafkaSource, sink: str | None = None, control_topic: str
         return log.read()
 
 
-def _control_log(source: KafkaSource, sink: str | None, control_topic: str) -> pd.DataFrame:
-    return control_log(source, sink, control_topic)
-
 
 def _int_offsets(raw: dict[str, dict[str, int]] | str) -> Offsets:
     return parse_offsets(raw if isinstance(raw, str) else json.dumps(raw))
@@ -344,7 +341,7 @@ def commits(source: KafkaSource, sink: str | None = None, control_topic: str = C
     its ``commit-complete``; ``data_files``/``delete_files`` are counts; ``offsets`` is what the table
     recorded. ``log`` reuses a control log already read (:func:`control_log`, :class:`ControlLog`).
     """
-    log = _control_log(source, sink, control_topic) if log is None else log
+    log = control_log(source, sink, control_topic) if log is None else log
     rows = []
     for cycle in _completed(log).itertuples(index=False):
         for t in cycle.tables:
@@ -364,7 +361,7 @@ def cycles(source: KafkaSource, sink: str | None = None, control_topic: str = CO
     """One row per completed cycle: records ``read`` from Kafka and rows ``written`` to all its
     tables (more than read with fan-out to several tables, fewer with bad or unrouted records),
     files, bytes, the cycle's end ``offsets`` and its ``counters`` (tombstones, dead letters, …)."""
-    log = _control_log(source, sink, control_topic) if log is None else log
+    log = control_log(source, sink, control_topic) if log is None else log
     done = _completed(log)
     if done.empty:
         return _empty(CYCLE_COLUMNS)
