@@ -7,17 +7,21 @@ STAMP := $(VENV)/.installed
 # replace sinklab's pyspark 3.5, hence --no-deps (sinklab uses only the two jars).
 S3_JARS := sagemaker-pyspark==1.4.5
 WORKDIR ?= .sinklab/demo
+KERNEL := sinklab
 
-.PHONY: setup java test lint demo clean
+.PHONY: setup java test lint demo notebooks lab clean
 
 setup: $(STAMP) java
 
+# The kernelspec `sinklab` (inside the venv) runs the notebooks on this venv's python, whatever other
+# Jupyter kernels the machine has.
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "sinklab needs Python 3.11 ($(PYTHON) not found); set PYTHON=..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,s3]"
+	$(PY) -m pip install --quiet -e ".[dev,s3,notebooks]"
 	$(PY) -m pip install --quiet --no-deps "$(S3_JARS)"
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sinklab)" >/dev/null
 	@touch $(STAMP)
 
 # Spark 3.5 needs Java 17+; install the Debian JRE where it is missing and apt exists.
@@ -40,6 +44,17 @@ test: setup lint
 
 demo: setup
 	$(VENV)/bin/sinklab demo --workdir $(WORKDIR)
+
+# Every tutorial headless, executed copies in .sinklab/notebooks/ (the committed ones stay clean).
+notebooks: setup
+	@mkdir -p .sinklab/notebooks
+	@for nb in notebooks/*.ipynb; do \
+		echo "== $$nb"; \
+		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks "$$nb" ".sinklab/notebooks/$$(basename $$nb)" || exit 1; \
+	done
+
+lab: setup
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks
 
 clean:
 	rm -rf $(VENV) .sinklab *.egg-info .pytest_cache .ruff_cache

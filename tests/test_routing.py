@@ -250,3 +250,44 @@ def test_crash_between_fan_out_commits(stack: Stack, tmp_path: Path, unique: str
     assert [r[0] for r in rows(stack, food, "id")] == [i for i in range(200) if i % 5 in (0, 1)]
     assert [r[0] for r in rows(stack, drinks, "id")] == [i for i in range(200) if i % 5 == 2] + list(
         range(1000, 1010))
+
+
+def test_missing_table_without_auto_create_stops(stack: Stack, unique: str) -> None:
+    from sinklab.sink.errors import TableMissing
+
+    stack.create_topic(unique)
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1}])
+    sink = IcebergSink(stack, sink_config(unique, **{"iceberg.tables.auto-create-enabled": "false"}))
+    try:
+        with pytest.raises(TableMissing, match=f"{unique}.pizzas does not exist"):
+            sink.run_once()
+    finally:
+        sink.stop()
+    assert not stack.catalog.table_exists((unique, "pizzas"))
+
+
+def test_evolution_on_a_table_of_plain_columns(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    table = f"{unique}.t"
+    evolve = {"iceberg.tables.evolve-schema-enabled": "true"}
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1, "name": "a"}])
+    run(stack, sink_config(unique, [table], **evolve))
+    produce_json(stack.bootstrap_servers, unique, [{"id": 2, "name": "b"}])
+    run(stack, sink_config(unique, [table], **evolve))  # known fields only: nothing changes
+    assert stack.catalog.load_table((unique, "t")).schema().schema_id == 0
+    produce_json(stack.bootstrap_servers, unique, [{"id": 3, "name": "c", "late": 1.5}])
+    run(stack, sink_config(unique, [table], **evolve))
+    assert rows(stack, table, "id", "late") == [(1, None), (2, None), (3, 1.5)]
+
+
+def test_evolution_adds_a_new_object_field_as_a_struct_column(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    table = f"{unique}.t"
+    evolve = {"iceberg.tables.evolve-schema-enabled": "true"}
+    produce_json(stack.bootstrap_servers, unique, [{"id": 1}])
+    run(stack, sink_config(unique, [table], **evolve))
+    produce_json(stack.bootstrap_servers, unique, [{"id": 2, "delivery": {"driver": "Ana", "minutes": 25}}])
+    run(stack, sink_config(unique, [table], **evolve))
+    field = stack.catalog.load_table((unique, "t")).schema().find_field("delivery.minutes")
+    assert str(field.field_type) == "long"
+    assert rows(stack, table, "id", "delivery.driver") == [(1, None), (2, "Ana")]

@@ -403,12 +403,3 @@ def _validate(config: SinkConfig) -> None:
     if config.errors_tolerance == "all" and not config.dlq_topic:
         # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
         raise ConfigError("errors.deadletterqueue.topic.name: errors.tolerance=all needs a dead-letter topic")
-    unsupported = {
-        "iceberg.tables.default-id-columns / id-columns": config.default_id_columns or config.id_columns,
-        "iceberg.tables.upsert-mode-enabled": config.upsert_mode,
-        "iceberg.tables.cdc-field": config.cdc_field,
-    }
-    for key, value in unsupported.items():
-        if value:
-            # Refuse rather than silently ignore: these change where records go or how they are written.
-            raise ConfigError(f"{key}: not supported by this version of sinklab yet")

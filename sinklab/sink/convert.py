@@ -142,9 +142,13 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 
 
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
-            cdc_field: str | None = None) -> DataFrame:
+            cdc_field: str | None = None, tombstone_ids: list[str] | None = None) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
-    the route value, and ERROR for records no table could take (undecodable, malformed, not an object)."""
+    the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
+
+    With ``tombstone_ids`` (row-level tables) a tombstone deletes the row its key names: the key is
+    a JSON object of the ids, or the value of the single id column.
+    """
     text = F.decode(F.col("value"), "UTF-8")
     # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
     undecodable = F.encode(text, "UTF-8") != F.col("value")
@@ -152,7 +156,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         payload = F.get_json_object(text, "$.payload")
         schema = F.get_json_object(text, "$.schema")
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
-            F.get_json_object(text, "$") .isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
+            F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
             payload.isNull(), F.lit(f"{NOT_AN_OBJECT}: value has no Kafka Connect schema/payload envelope "
                                     "(value.converter.schemas.enable=true)"))
     else:
@@ -162,6 +166,17 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     first_char = F.substring(F.ltrim(payload), 1, 1)
     shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
         F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
+    tombstone = F.col("value").isNull()
+    if tombstone_ids is not None:
+        key = F.decode(F.col("key"), "UTF-8")
+        as_object = F.substring(F.ltrim(key), 1, 1) == "{"
+        by_key = F.when(as_object, key)
+        if len(tombstone_ids) == 1:
+            by_key = by_key.otherwise(F.to_json(F.struct(key.alias(tombstone_ids[0]))))
+        payload = F.when(tombstone, by_key).otherwise(payload)
+        shape = F.when(tombstone, F.when(by_key.isNull(), F.lit(
+            f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none")
+        )).otherwise(shape)
     out = raw_df.select(*META, "key", "value", "headers", payload.alias("_payload"), schema.alias("_schema"),
                         shape.alias(ERROR))
     if transforms:
@@ -170,7 +185,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         out = apply_in_spark(out, transforms)
     route = F.get_json_object("_payload", f"$.{route_field}") if route_field else F.lit(None).cast("string")
     op = F.get_json_object("_payload", f"$.{cdc_field}") if cdc_field else F.lit(None).cast("string")
-    return out.withColumn(ROUTE, route).withColumn(OP, op)
+    return out.withColumn(ROUTE, route).withColumn(OP, F.when(F.col("value").isNull(), F.lit("D")).otherwise(op))
 
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False) -> DataFrame:
@@ -236,3 +251,18 @@ class BadRows:
 
 def error_kind(error: Column) -> Column:
     return F.substring_index(error, ":", 1)
+
+
+def with_operation(rows: DataFrame, ids: list[str], cdc_field: str | None) -> DataFrame:
+    """Normalise each row's change to I, U or D (upsert mode without a CDC field: U), and make a
+    change without its id, or with an operation sinklab cannot read, a bad record."""
+    if cdc_field:
+        first = F.upper(F.substring(F.trim(F.col(OP)), 1, 1))
+        op = F.when(first.isin("I", "C", "R"), F.lit("I")).when(first == "U", F.lit("U")).when(first == "D", F.lit("D"))
+        op_error = F.when(op.isNull(), F.concat(F.lit(f"{TYPE_MISMATCH}: {cdc_field}: "),
+                                                F.coalesce(F.col(OP), F.lit("null")), F.lit(" is not I, U or D")))
+    else:
+        op, op_error = F.when(F.col(OP) == "D", F.lit("D")).otherwise(F.lit("U")), F.lit(None).cast("string")
+    id_errors = [F.when(F.col(c).isNull(), F.lit(f"{MISSING_REQUIRED}: {c}: the row id is missing")) for c in ids]
+    joined = F.concat_ws("; ", F.col(ERROR), op_error, *id_errors)
+    return rows.withColumn(OP, op).withColumn(ERROR, F.when(joined != "", joined))

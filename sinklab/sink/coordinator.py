@@ -19,8 +19,8 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
-from sinklab.sink.config import SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows
+from sinklab.sink.config import ConfigError, SinkConfig
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation
 from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
@@ -39,7 +39,16 @@ from sinklab.sink.tables import (
     partition_schema,
     quote,
 )
-from sinklab.sink.write import Staged, drop_stage, drop_stale_stages, publish, stage_name, write_staged
+from sinklab.sink.write import (
+    ROW_LEVEL_PROPS,
+    Staged,
+    drop_stage,
+    drop_stale_stages,
+    publish,
+    stage_name,
+    write_changes,
+    write_staged,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -194,10 +203,11 @@ class Coordinator:
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
         # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
-        # once (caching the raw records too cost a second cache and a job). Tombstones go through prepare,
-        # which marks them bad, only to be counted; they are dropped right after.
+        # once (caching the raw records too cost a second cache and a job). Tombstones go through prepare to
+        # be counted; unless row-level tables take them as deletes, they are dropped right after.
         prepared = prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
-                           self.config.cdc_field).persist(StorageLevel.MEMORY_AND_DISK)
+                           self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None
+                           ).persist(StorageLevel.MEMORY_AND_DISK)
         staged: dict[str, Staged] = {}
         in_txn = False
         try:
@@ -206,7 +216,8 @@ class Coordinator:
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
-            records = prepared.where(F.col("value").isNotNull())
+            # Tombstones are skipped and counted, except that row-level tables delete the row they name.
+            records = prepared if self.config.row_level else prepared.where(F.col("value").isNotNull())
             cycle = Cycle(plan, commit_id, vtts, counters)
             self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
             good = records.where(F.col(ERROR).isNull())
@@ -219,7 +230,7 @@ class Coordinator:
                 if result is not None:
                     staged[name] = result
                 # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
-                if converted.counted() != 0:
+                if converted is not None and converted.counted() != 0:
                     self._bad(cycle, converted.bad(), name)
             crash_point("after-data-files")
 
@@ -310,10 +321,7 @@ class Coordinator:
             if n == 0:
                 continue
             state = configured.get(name) or self._load(name)
-            if not state.exists and not self.config.auto_create:
-                if not self.config.dynamic_enabled:
-                    raise TableMissing(f"table {name} does not exist and iceberg.tables.auto-create-enabled is "
-                                       f"false (sink {self.config.name})")
+            if not state.exists and not self.config.auto_create and self.config.dynamic_enabled:
                 nowhere += n  # dynamic routing skips a table that is not there, as the Java sink does
                 continue
             states[name] = state
@@ -326,16 +334,24 @@ class Coordinator:
             log.info("sink %s: %d records routed to no table were skipped", self.config.name, nowhere)
         return states
 
-    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame, BadRows]:
-        """The table's good rows from its records: created, evolved and converted; the bad ones are
-        counted by the write and handled after it."""
+    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame
+              ) -> tuple[TableState, DataFrame, BadRows | None]:
+        """The table's good rows from its records: created, evolved and converted. Bad rows of a
+        row-level table are handled here; an append's are counted by its write (``BadRows``)."""
         if not state.exists:
+            if not self.config.auto_create:
+                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
+                                   f"false (sink {self.config.name})")
             self._create(state.name, records)
             state = self._load(state.name)
             if not state.exists:
                 raise TableMissing(f"table {state.name} was not found after creating it")
         assert state.table is not None
-        ensure_wap(state.table)
+        ensure_wap(state.table, ROW_LEVEL_PROPS if self.config.row_level else {})
+        if self.config.row_level and state.table.format_version < 2:
+            raise ConfigError(f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
+                              f"version 2 (it is {state.table.format_version}); upgrade it with ALTER TABLE ... SET "
+                              f"TBLPROPERTIES ('format-version'='2')")
         target = f"{self.config.catalog_name}.{quote(state.name)}"
         schema = self.spark.table(target).schema
         if self.config.evolve_schema and evolve(self.spark, self.config.catalog_name, state.name, schema, records,
@@ -343,8 +359,16 @@ class Coordinator:
                                                 self.config.schema_force_optional):
             schema = self.spark.table(target).schema
             state = self._load(state.name)
-        converted = BadRows(to_rows(records, schema, self.config.schema_case_insensitive))
-        return state, converted.observed.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), converted
+        rows = to_rows(records, schema, self.config.schema_case_insensitive)
+        checked: BadRows | None = None
+        if self.config.row_level:
+            # A MERGE runs its source in several jobs; only an append is known to count every row in one.
+            rows = with_operation(rows, self._ids(state), self.config.cdc_field)
+            self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
+        else:
+            checked = BadRows(rows)
+            rows = checked.observed
+        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked
 
     def _stage(self, cycle: Cycle, state: TableState, rows: DataFrame) -> Staged | None:
         fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)
@@ -357,12 +381,27 @@ class Coordinator:
             VTTS_PROP: str(cycle.vtts),
         }
         columns = [c for c in rows.columns if c not in (*META, OP)]
-        staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
-                              properties, stage_name(self.config.name, cycle.commit_id))
+        stage = stage_name(self.config.name, cycle.commit_id)
+        if self.config.row_level:
+            staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh, self._ids(state),
+                                   OP, properties, stage)
+        else:
+            staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
+                                  properties, stage)
         if staged.records == 0 and not staged.delete_files:
             self._forget_stage(state.name, staged.stage)
             return None
         return staged
+
+    def _ids(self, state: TableState) -> list[str]:
+        """Row identity: the configured id columns, else the table's identifier fields."""
+        ids = self.config.table_id_columns(state.name)
+        if not ids and state.table is not None:
+            ids = list(state.table.schema().identifier_field_names())
+        if not ids:
+            raise ConfigError(f"iceberg.tables.default-id-columns: table {state.name} has no identifier fields; "
+                              f"upsert/CDC needs id columns (iceberg.table.{state.name}.id-columns)")
+        return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
         schema = infer_schema(self.spark, records, self.config.schemas_enable)
@@ -372,8 +411,9 @@ class Coordinator:
             schema = all_optional(schema)
         partition_by = self.config.table_partition_by(name)
         schema = partition_schema(records, schema, partition_by, self.config.partition_key(name))
-        create_table(self.spark, self.config.catalog_name, name, schema, partition_by,
-                     self.config.auto_create_props)
+        ids = self.config.table_id_columns(name) if self.config.row_level else []
+        props = {**(ROW_LEVEL_PROPS if self.config.row_level else {}), **self.config.auto_create_props}
+        create_table(self.spark, self.config.catalog_name, name, schema, partition_by, props, ids)
         log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
 
     def _publish(self, cycle: Cycle, state: TableState, staged: Staged, rows: DataFrame) -> Staged | None:

@@ -74,9 +74,27 @@ def null_required(records: DataFrame, table: T.StructType) -> set[str]:
     return {name for name in required if counts is not None and counts[name]}
 
 
+WIDENABLE = (T.IntegerType, T.ShortType, T.ByteType, T.FloatType, T.DecimalType, T.StructType)
+
+
+def _only_new_fields_matter(table: T.StructType) -> bool:
+    return all(f.nullable and not isinstance(f.dataType, WIDENABLE) for f in table.fields)
+
+
+def _new_fields(records: DataFrame, table: T.StructType, case_insensitive: bool) -> bool:
+    """Whether any record has a top-level field the table lacks: a key scan, much cheaper than inference."""
+    known = {f.name.lower() if case_insensitive else f.name for f in table.fields}
+    keys = F.explode(F.json_object_keys("_payload"))
+    keys = F.lower(keys) if case_insensitive else keys
+    present = records.where(F.col("value").isNotNull()).select(keys.alias("k")).where(~F.col("k").isin(list(known)))
+    return present.limit(1).count() > 0
+
+
 def evolve(spark: SparkSession, catalog_name: str, table_name: str, table: T.StructType, records: DataFrame,
            schemas_enable: bool, case_insensitive: bool, force_optional: bool) -> list[Change]:
     """Apply the changes the records need; returns them (empty when the table already fits)."""
+    if not schemas_enable and _only_new_fields_matter(table) and not _new_fields(records, table, case_insensitive):
+        return []  # the common cycle: known fields only, and no column that could widen or relax
     incoming = infer_schema(spark, records, schemas_enable)
     changes = plan_changes(table, incoming, null_required(records, table), case_insensitive, force_optional)
     target = f"{catalog_name}.{quote(table_name)}"

@@ -71,11 +71,13 @@ def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offset
     return {}
 
 
-def ensure_wap(table: Table) -> None:
-    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled."""
-    if table.properties.get("write.wap.enabled") != "true":
+def ensure_wap(table: Table, extra: dict[str, str]) -> None:
+    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled;
+    ``extra`` are properties the sink's writes need too (merge-on-read for row-level changes)."""
+    wanted = {"write.wap.enabled": "true", **extra}
+    if any(table.properties.get(k) != v for k, v in wanted.items()):
         with table.transaction() as txn:
-            txn.set_properties({"write.wap.enabled": "true"})
+            txn.set_properties(wanted)
 
 
 # ---- creating tables from records
@@ -83,6 +85,7 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
     """The schema of prepared records: their Connect schemas when the envelope is there, else JSON
     inference (integer→long, float→double, boolean, string, object→struct, array→list), in
     first-seen order. Without the envelope every column is optional."""
+    records = records.where(F.col("value").isNotNull())  # a tombstone's ids come from its key, untyped
     if schemas_enable:
         texts = [r[0] for r in records.where(F.col("_schema").isNotNull()).select("_schema").distinct().collect()]
         merged = T.StructType([])
@@ -90,13 +93,23 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
             merged = union_schema(merged, connect_to_spark(json.loads(text)))
         return merged
     payloads = records.select("_payload")
-    inferred = spark.read.json(payloads.rdd.map(lambda r: r[0]), primitivesAsString=False,
-                               prefersDecimal=False).schema
+    inferred = json_schema(spark, payloads)
     inferred = T.StructType([f for f in inferred.fields if f.name != "_corrupt_record"])
     first = payloads.first()
     order = list(json.loads(first[0]).keys()) if first else []
     rank = {name: i for i, name in enumerate(order)}
     return all_optional(T.StructType(sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))))
+
+
+def json_schema(spark: SparkSession, texts: DataFrame) -> T.StructType:
+    """Spark's JSON schema inference over a string column, kept in the JVM: PySpark's
+    ``read.json`` takes only an RDD, which would ship every record through Python."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    strings = getattr(texts._jdf, "as")(jvm.org.apache.spark.sql.Encoders.STRING())  # "as" is a Python keyword
+    reader = spark._jsparkSession.read().option("primitivesAsString", "false").option("prefersDecimal", "false")
+    parsed = T._parse_datatype_json_string(reader.json(strings).schema().json())
+    assert isinstance(parsed, T.StructType)
+    return parsed
 
 
 def all_optional(schema: T.StructType) -> T.StructType:
@@ -221,22 +234,34 @@ def _field_type(schema: T.StructType, path: str) -> T.DataType | None:
 
 
 def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.StructType,
-                 partition_by: list[PartitionField], properties: dict[str, str]) -> None:
-    """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too."""
+                 partition_by: list[PartitionField], properties: dict[str, str], ids: list[str] | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS, and its namespace: another instance may be creating it too.
+    ``ids`` become required identifier fields (row identity for upsert and CDC)."""
+    missing = [c for c in ids or [] if c not in schema.fieldNames()]
+    if missing:
+        raise ConfigError(f"iceberg.tables.default-id-columns: table {name}: id column(s) {', '.join(missing)} "
+                          f"are not in the records (columns: {', '.join(schema.fieldNames())})")
+    schema = T.StructType([T.StructField(f.name, f.dataType, f.nullable and f.name not in (ids or []))
+                           for f in schema.fields])
     ns, _, _ = name.rpartition(".")
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog_name}.{quote(ns)}")
     props = {"format-version": "2", "write.wap.enabled": "true", **properties}
     tblprops = ", ".join(f"'{k}'='{v}'" for k, v in props.items())
     partitioned = f" PARTITIONED BY ({', '.join(pf.ddl for pf in partition_by)})" if partition_by else ""
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({ddl(spark, schema)}) USING iceberg"
+    columns = ddl(spark, schema, columns=True)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {catalog_name}.{quote(name)} ({columns}) USING iceberg"
               f"{partitioned} TBLPROPERTIES ({tblprops})")
+    if ids:
+        fields = ", ".join(f"`{c}`" for c in ids)
+        spark.sql(f"ALTER TABLE {catalog_name}.{quote(name)} SET IDENTIFIER FIELDS {fields}")
 
 
-def ddl(spark: SparkSession, dtype: T.DataType) -> str:
-    """Spark SQL DDL of a type (a struct: its column list), quoted the way Spark itself does."""
+def ddl(spark: SparkSession, dtype: T.DataType, columns: bool = False) -> str:
+    """Spark SQL DDL of a type, quoted the way Spark itself does; with ``columns`` a struct is
+    written as a column list (for CREATE TABLE), otherwise as ``STRUCT<...>`` (for ALTER TABLE)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     parsed = jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
-    return parsed.toDDL() if isinstance(dtype, T.StructType) else parsed.sql()
+    return parsed.toDDL() if columns and isinstance(dtype, T.StructType) else parsed.sql()
 
 
 def quote(name: str) -> str:

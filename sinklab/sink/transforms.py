@@ -180,8 +180,8 @@ def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame
             data = batch.to_pydict()
             payloads, schemas, errors = data["_payload"], data["_schema"], data[ERROR]
             for i, text in enumerate(payloads):
-                if errors[i] is not None or text is None:
-                    continue
+                if errors[i] is not None or text is None or data["value"][i] is None:
+                    continue  # bad already, or a tombstone (a delete by key): nothing to transform
                 key = data["key"][i]
                 meta = Meta(topic=data["topic"][i], partition=data["partition"][i], offset=data["offset"][i],
                             timestamp=data["timestamp"][i],

@@ -8,8 +8,11 @@ asserts the target still points where the cycle planned: no retry, no rebase.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate, SetSnapshotRefUpdate
@@ -45,18 +48,26 @@ def stage_name(sink: str, commit_id: str) -> str:
 def write_staged(spark: SparkSession, catalog: Catalog, catalog_name: str, state: TableState, rows: DataFrame,
                  properties: dict[str, str], stage: str) -> Staged:
     """Append ``rows`` as one snapshot on branch ``stage``, forked from the planned snapshot."""
-    import time
 
+    def append() -> None:
+        writer = rows.writeTo(f"{catalog_name}.{quote(state.name)}")
+        for key, value in properties.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.append()
+
+    return _staged_write(spark, catalog, state, stage, {}, append)
+
+
+def _staged_write(spark: SparkSession, catalog: Catalog, state: TableState, stage: str,
+                  commit_properties: dict[str, str], write: Callable[[], Any]) -> Staged:
     started = time.monotonic()
     assert state.table is not None
     if state.snapshot_id is not None:
         state.table.manage_snapshots().create_branch(state.snapshot_id, stage).commit()
     spark.conf.set("spark.wap.branch", stage)
     try:
-        writer = rows.writeTo(f"{catalog_name}.{quote(state.name)}")
-        for key, value in properties.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
+        with commit_metadata(spark, commit_properties):
+            write()
     finally:
         spark.conf.unset("spark.wap.branch")
     table = catalog.load_table(identifier(state.name))
@@ -67,6 +78,61 @@ def write_staged(spark: SparkSession, catalog: Catalog, catalog_name: str, state
     return Staged(state.name, stage, snapshot_id, int(summary.get("added-records", 0)),
                   int(summary.get("added-files-size", 0)), data_files, delete_files,
                   int((time.monotonic() - started) * 1000))
+
+
+@contextmanager
+def commit_metadata(spark: SparkSession, properties: dict[str, str]) -> Iterator[None]:
+    """Snapshot properties for SQL writes (MERGE takes no write options): Iceberg's CommitMetadata
+    keeps them in a thread-local of the JVM thread that runs the query. PySpark pins each Python
+    thread to one JVM thread, so setting it here reaches the MERGE run by this thread."""
+    if not properties:
+        yield
+        return
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    holder = jvm.java.lang.Class.forName("org.apache.iceberg.spark.CommitMetadata", True, loader)
+    field = holder.getDeclaredField("COMMIT_PROPERTIES")
+    field.setAccessible(True)
+    local = field.get(None)
+    values = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        values.put(key, value)
+    local.set(values)
+    try:
+        yield
+    finally:
+        local.remove()
+
+
+ROW_LEVEL_PROPS = {"write.merge.mode": "merge-on-read", "write.update.mode": "merge-on-read",
+                   "write.delete.mode": "merge-on-read"}
+
+
+def write_changes(spark: SparkSession, catalog: Catalog, catalog_name: str, state: TableState, rows: DataFrame,
+                  ids: list[str], op_column: str, properties: dict[str, str], stage: str) -> Staged:
+    """Apply a cycle's row changes (I/U/D in ``op_column``) as one MERGE on branch ``stage``.
+
+    Only the last change per id counts, in (partition, offset) order; deletes are written
+    merge-on-read (position deletes), and a row whose partition value changes moves.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    assert state.table is not None
+    latest = Window.partitionBy(*ids).orderBy(F.col("partition").desc(), F.col("offset").desc())
+    changes = rows.withColumn("_sinklab_rank", F.row_number().over(latest)).where("_sinklab_rank = 1")
+    columns = [c for c in rows.columns if c not in ("topic", "partition", "offset", "timestamp", op_column)]
+    view = f"sinklab_changes_{stage.replace('-', '_')}"
+    changes.select(*columns, op_column).createOrReplaceTempView(view)
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ids)
+    assign = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+    names = ", ".join(f"`{c}`" for c in columns)
+    values = ", ".join(f"s.`{c}`" for c in columns)
+    sql = (f"MERGE INTO {catalog_name}.{quote(state.name)} t USING {view} s ON {on} "
+           f"WHEN MATCHED AND s.`{op_column}` = 'D' THEN DELETE "
+           f"WHEN MATCHED THEN UPDATE SET {assign} "
+           f"WHEN NOT MATCHED AND s.`{op_column}` != 'D' THEN INSERT ({names}) VALUES ({values})")
+    return _staged_write(spark, catalog, state, stage, properties, lambda: spark.sql(sql).collect())
 
 
 def added_files(table: Table, snapshot_id: int) -> tuple[list[str], list[str]]:

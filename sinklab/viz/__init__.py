@@ -1,0 +1,59 @@
+"""See the sink: tidy pandas frames from Iceberg metadata and the control topic, plotly figures over
+them, a live dashboard and the commit-interval explorer.
+
+    from sinklab import viz
+    snaps = viz.snapshots(stack, "rpc.pizzas")               # one row per snapshot, sinklab.* properties parsed
+    viz.plot_snapshots(snaps)                                # rows over time, one marker per commit
+    vis = viz.visibility(snaps, viz.record_times(stack, "completed-pizzas"))
+    viz.plot_visibility(vis)                                 # produce time -> readable, per record
+    viz.Dashboard(sink).start()                              # live, while sink.start() runs in the kernel
+    viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000]).figure()
+"""
+
+from sinklab.viz.dashboard import Dashboard
+from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
+from sinklab.viz.figures import (
+    combine,
+    plot_cadence,
+    plot_counters,
+    plot_fan_out,
+    plot_files,
+    plot_freshness,
+    plot_lag,
+    plot_sankey,
+    plot_schemas,
+    plot_snapshots,
+    plot_tradeoff,
+    plot_visibility,
+)
+from sinklab.viz.frames import (
+    ControlLog,
+    cadence,
+    commits,
+    consumer_lag,
+    control_log,
+    cycles,
+    dead_letters,
+    files,
+    flows,
+    freshness,
+    history,
+    lag_history,
+    latency_percentiles,
+    load_table,
+    record_times,
+    refs,
+    schemas,
+    snapshots,
+    table_record_times,
+    visibility,
+)
+
+__all__ = [
+    "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log", "cycles",
+    "dead_letters",
+    "explore_intervals", "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table",
+    "plot_cadence", "plot_counters", "plot_fan_out", "plot_files", "plot_freshness", "plot_lag", "plot_sankey",
+    "plot_schemas", "plot_snapshots", "plot_tradeoff", "plot_visibility", "record_times", "refs", "schemas",
+    "snapshots", "table_record_times", "visibility", "wait_caught_up",
+]

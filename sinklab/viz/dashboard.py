@@ -1,0 +1,238 @@
+"""A live dashboard of a running sink: plotly FigureWidgets that refresh from Iceberg and Kafka.
+
+The sink runs in a background thread of the kernel (``sink.start()``); the dashboard reads what
+any observer can read — the tables' metadata, the control topic, the group's offsets — so it
+shows what readers see, not the sink's private state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import re
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from sinklab.viz import figures, frames
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from sinklab.sink import IcebergSink
+
+PANELS = ("snapshots", "cadence", "freshness", "lag", "files", "fan_out")
+PANEL_HEIGHT = 330
+
+
+class Dashboard:
+    """Status and six figures of one sink: snapshot history, commit cadence, freshness, consumer lag,
+    files per commit and fan-out.
+
+    ``refresh()`` reads everything once and updates the figures (no browser needed: the data is in
+    ``frames`` and in the widgets' traces); ``start()`` refreshes every ``every_s`` seconds in a
+    background thread until ``stop()``; ``run(seconds)`` does the same in the foreground.
+    ``figure()`` is a static snapshot of all panels, for places where widgets do not render
+    (papermill, nbconvert, GitHub).
+    """
+
+    def __init__(self, sink: IcebergSink, tables: Iterable[str] | None = None, every_s: float = 2.0,
+                 lag_samples: int = 500):
+        import ipywidgets as widgets
+
+        self.sink = sink
+        self.stack = sink.stack
+        self.config = sink.config
+        self.every_s = every_s
+        self.tables = list(tables) if tables is not None else None
+        self.lag_samples = lag_samples
+        self.frames: dict[str, pd.DataFrame] = {}
+        self.figures: dict[str, go.Figure] = {}
+        self.refreshes = 0
+        self.error: str | None = None
+        self._catalog: Catalog | None = None
+        self._log: frames.ControlLog | None = None
+        self._version: tuple[Any, ...] = ()
+        self._lag: list[pd.DataFrame] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.header = widgets.HTML(value=self._header_html(None))
+        self.widgets = {name: go.FigureWidget(layout={"height": PANEL_HEIGHT, "template": figures.TEMPLATE})
+                        for name in PANELS}
+        w = self.widgets
+        self.box = widgets.VBox([
+            self.header,
+            widgets.HBox([w["snapshots"], w["cadence"]]),
+            widgets.HBox([w["freshness"], w["lag"]]),
+            widgets.HBox([w["files"], w["fan_out"]]),
+        ])
+
+    # ---- reading
+    @property
+    def catalog(self) -> Catalog:
+        # Its own client: the sink's background thread uses the stack's.
+        if self._catalog is None:
+            from pyiceberg.catalog.rest import RestCatalog
+
+            self._catalog = RestCatalog(self.stack.info.catalog_name, **self.stack.catalog_properties())
+        return self._catalog
+
+    def _topics(self) -> list[str]:
+        if self.config.topics:
+            return list(self.config.topics)
+        names = self.stack.admin().list_topics(timeout=10).topics
+        skip = {self.config.control_topic, self.config.dlq_topic}
+        return sorted(t for t in names if t not in skip and not t.startswith("__") and self.config.matches_topic(t))
+
+    def refresh(self) -> dict[str, pd.DataFrame]:
+        """Read the tables, the control topic and the lag once; update every figure; return the frames."""
+        with self._lock:
+            config = self.config
+            if self._log is None:
+                self._log = frames.ControlLog(self.stack, sink=config.name, control_topic=config.control_topic)
+            log = self._log.read(idle_s=0.2)
+            commit_frame = frames.commits(self.stack, log=log)
+            cycle_frame = frames.cycles(self.stack, log=log)
+            tables = self.tables if self.tables is not None else sorted(
+                {*config.tables, *commit_frame["table"]})
+            parts = [frames.snapshots(self.catalog, t, branch=config.table_branch(t)) for t in tables
+                     if self.catalog.table_exists(t)]
+            snaps = pd.concat(parts, ignore_index=True) if parts else frames.snapshots(self.catalog, [])
+            self._lag.append(frames.consumer_lag(self.stack, config.group_id, self._topics()))
+            self._lag = self._lag[-self.lag_samples:]
+            lag = pd.concat(self._lag, ignore_index=True)
+            now = pd.Timestamp.now(tz="UTC")
+            interval = config.commit_interval_ms
+            self.frames = {
+                "snapshots": snaps, "commits": commit_frame, "cycles": cycle_frame, "lag": lag,
+                "cadence": frames.cadence(snaps, interval, sink=config.name),
+                "freshness": frames.freshness(snaps, now, sink=config.name),
+            }
+            # Building plotly figures costs CPU the sink's driver shares: only what changed is redrawn.
+            version = (len(log), tuple(snaps["snapshot_id"]))
+            redraw = {"freshness", "lag"} if version == self._version and self.figures else set(PANELS)
+            self._version = version
+            make = {
+                "snapshots": lambda: figures.plot_snapshots(snaps),
+                "cadence": lambda: figures.plot_cadence(self.frames["cadence"], interval),
+                "freshness": lambda: figures.plot_freshness(self.frames["freshness"]),
+                "lag": lambda: figures.plot_lag(lag),
+                "files": lambda: figures.plot_files(snaps),
+                "fan_out": lambda: figures.plot_fan_out(commit_frame),
+            }
+            for name in PANELS:
+                if name in redraw:
+                    self.figures[name] = make[name]()
+                    sync(self.widgets[name], self.figures[name], PANEL_HEIGHT)
+            self.refreshes += 1
+            self.error = None
+            self.header.value = self._header_html(lag)
+            return self.frames
+
+    def _header_html(self, lag: pd.DataFrame | None) -> str:
+        status = self.sink.status()
+        color = {"RUNNING": "#2e7d32", "FAILED": "#c62828"}.get(status.state, "#555")
+        last = status.last_commit
+        behind = 0 if lag is None or lag.empty else int(lag[lag["at"] == lag["at"].max()]["lag"].sum())
+        parts = [f'<b style="color:{color}">{html.escape(status.name)}: {status.state}</b>',
+                 f"{status.cycles} cycles, {status.records:,} records",
+                 f"commit interval {self.config.commit_interval_ms / 1000:g} s", f"lag {behind:,}"]
+        if last:
+            ago = time.time() - last["at"]
+            parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
+        parts.append(f"refreshed {self.refreshes}×")
+        text = " · ".join(parts)
+        if self.error or status.trace:
+            trace = (self.error or status.trace or "").strip().splitlines()[-1]
+            text += f'<br><span style="color:#c62828">{html.escape(trace)}</span>'
+        return f'<div style="font-family:monospace">{text}</div>'
+
+    # ---- running
+    def start(self) -> Dashboard:
+        """Refresh every ``every_s`` seconds in a background thread (errors show in the header)."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                began = time.monotonic()
+                try:
+                    self.refresh()
+                except Exception:  # noqa: BLE001 - a dashboard shows its errors and keeps trying
+                    self.error = traceback.format_exc()
+                    with contextlib.suppress(Exception):
+                        self.header.value = self._header_html(None)
+                self._stop.wait(max(0.0, self.every_s - (time.monotonic() - began)))
+
+        self._thread = threading.Thread(target=loop, name=f"sinklab-dashboard-{self.config.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30) -> Dashboard:
+        """Stop refreshing and close the Kafka consumer (a later refresh opens a new one)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+        return self
+
+    def run(self, seconds: float) -> Dashboard:
+        """Refresh in the foreground for ``seconds`` (the cell runs that long; the sink keeps running)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            began = time.monotonic()
+            self.refresh()
+            if began + self.every_s >= deadline:
+                return self
+            time.sleep(max(0.0, self.every_s - (time.monotonic() - began)))
+
+    # ---- showing
+    def figure(self) -> go.Figure:
+        """All panels as one static figure (refreshes first if nothing was read yet)."""
+        if not self.figures:
+            self.refresh()
+        return figures.combine([self.figures[name] for name in PANELS],
+                               title=f"sink {self.config.name} after {self.refreshes} refreshes")
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.box)
+
+    def __repr__(self) -> str:
+        return re.sub(r"<[^>]+>", "", self._header_html(self.frames.get("lag")))
+
+
+def sync(widget: go.FigureWidget, fig: go.Figure, height: int | None = None) -> None:
+    """Make ``widget`` show ``fig``: traces updated in place when their number and types match (so the
+    viewer's zoom and hidden legend entries stay), replaced otherwise."""
+    # to_plotly_json keeps numpy arrays (to_dict would base64-encode them), so the traces stay readable.
+    data: list[dict[str, Any]] = [trace.to_plotly_json() for trace in fig.data]
+    layout: dict[str, Any] = fig.layout.to_plotly_json()
+    layout.setdefault("shapes", [])
+    layout.setdefault("annotations", [])
+    if height:
+        layout["height"] = height
+    if widget.layout.template.layout.to_plotly_json():
+        layout.pop("template", None)  # set once: copying a whole template costs more than the data
+    with widget.batch_update():
+        same = len(widget.data) == len(data) and all(
+            t.type == d.get("type", "scatter") for t, d in zip(widget.data, data, strict=True))
+        if same:
+            for trace, props in zip(widget.data, data, strict=True):
+                trace.update({k: v for k, v in props.items() if k not in ("type", "uid")}, overwrite=True)
+        else:
+            widget.data = ()
+            widget.add_traces(data)
+        widget.layout.update(layout, overwrite=True)

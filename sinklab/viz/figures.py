@@ -1,0 +1,263 @@
+"""Plotly figures over the frames of ``sinklab.viz.frames``: pure functions, frame in, figure out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+TEMPLATE = "plotly_white"
+# A latency scatter of millions of records would make a notebook of hundreds of megabytes.
+MAX_POINTS = 5_000
+
+
+def _figure(title: str, x: str, y: str, **layout: Any) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, title=title, xaxis_title=x, yaxis_title=y, legend_title_text="",
+                      hovermode="closest", margin={"t": 60, "r": 20, "b": 50, "l": 60}, **layout)
+    return fig
+
+
+def _offsets_text(offsets: dict[str, dict[int, int]] | None) -> str:
+    if not offsets:
+        return "—"
+    return "<br>".join(f"{t}: " + ", ".join(f"{p}→{o}" for p, o in sorted(parts.items()))
+                       for t, parts in sorted(offsets.items()))
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:,.1f} KiB"
+
+
+def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.Figure:
+    """Rows in each table over time, one marker per snapshot (hover: records, files, bytes, offsets).
+
+    Sink commits are circles; other writers' snapshots (compaction, a user's DELETE) are crosses.
+    """
+    fig = _figure(title, "visible at (UTC)", "rows in the table")
+    for table, group in snaps.groupby("table", sort=True):
+        by_sink = group["sink"].notna().to_numpy()
+        custom = np.column_stack([
+            group["snapshot_id"].astype(str), group["operation"].fillna(""), group["added_records"],
+            group["added_files"], group["added_bytes"].map(_kib), group["offsets"].map(_offsets_text),
+            group["commit_id"].fillna("—"), group["sink"].fillna("another writer"),
+        ])
+        fig.add_trace(go.Scatter(
+            x=group["visible_at"], y=group["total_records"], mode="lines+markers", name=str(table),
+            marker={"symbol": np.where(by_sink, "circle", "x"), "size": 9}, customdata=custom,
+            hovertemplate=("<b>%{fullData.name}</b> snapshot %{customdata[0]} (%{customdata[1]})<br>"
+                           "%{x}<br>rows %{y:,} (+%{customdata[2]:,} records, %{customdata[3]} files, "
+                           "%{customdata[4]})<br>by %{customdata[7]}, commit %{customdata[6]}<br>"
+                           "offsets:<br>%{customdata[5]}<extra></extra>"),
+        ))
+    return fig
+
+
+def plot_cadence(cad: pd.DataFrame, interval_ms: int | None = None,
+                 title: str = "Commit cadence: time between commits") -> go.Figure:
+    """Each gap between two commits of a table, against the configured commit interval (dashed)."""
+    fig = _figure(title, "commit visible at (UTC)", "seconds since the previous commit")
+    for table, group in cad.groupby("table", sort=True):
+        fig.add_trace(go.Scatter(
+            x=group["at"], y=group["gap_s"], mode="markers+lines", name=str(table),
+            customdata=group["snapshot_id"].astype(str),
+            hovertemplate="%{fullData.name}<br>%{x}<br>gap %{y:.2f} s<br>snapshot %{customdata}<extra></extra>"))
+    interval = interval_ms / 1000 if interval_ms else (cad["interval_s"].dropna().iloc[0]
+                                                         if "interval_s" in cad and cad["interval_s"].notna().any()
+                                                         else None)
+    if interval:
+        fig.add_hline(y=interval, line_dash="dash", line_color="gray",
+                      annotation_text=f"commit interval {interval:g} s", annotation_position="top left")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def plot_fan_out(commit_frame: pd.DataFrame, title: str = "Fan-out: records per table per cycle") -> go.Figure:
+    """Stacked bars: each cycle's records, split by the table they went to."""
+    fig = _figure(title, "cycle", "records", barmode="stack")
+    for table, group in commit_frame.groupby("table", sort=True):
+        fig.add_trace(go.Bar(
+            x=group["cycle"], y=group["records"], name=str(table),
+            customdata=np.column_stack([group["data_files"], group["bytes"].map(_kib), group["commit_id"]]),
+            hovertemplate=("%{fullData.name}<br>cycle %{x}: %{y:,} records, %{customdata[0]} files, "
+                           "%{customdata[1]}<br>commit %{customdata[2]}<extra></extra>")))
+    fig.update_xaxes(dtick=1 if commit_frame["cycle"].nunique() <= 30 else None)
+    return fig
+
+
+def plot_sankey(flow_frame: pd.DataFrame, title: str = "Fan-out: topics → sink → tables") -> go.Figure:
+    """Where the records went: each topic into the sink, the sink into each table (or dead letters)."""
+    nodes = list(dict.fromkeys([*flow_frame["source"], *flow_frame["target"]]))
+    index = {n: i for i, n in enumerate(nodes)}
+    fig = go.Figure(go.Sankey(
+        node={"label": nodes, "pad": 18, "thickness": 16},
+        link={"source": [index[s] for s in flow_frame["source"]], "target": [index[t] for t in flow_frame["target"]],
+              "value": flow_frame["records"].tolist(),
+              "hovertemplate": "%{source.label} → %{target.label}: %{value:,} records<extra></extra>"},
+    ))
+    fig.update_layout(template=TEMPLATE, title=title, margin={"t": 60, "r": 20, "b": 20, "l": 20})
+    return fig
+
+
+def plot_files(snaps: pd.DataFrame, title: str = "Files per commit and their mean size") -> go.Figure:
+    """The small-files view: data files each commit added (bars) and their mean size (line, right axis)."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.update_layout(template=TEMPLATE, title=title, barmode="group", legend_title_text="",
+                      margin={"t": 60, "r": 60, "b": 50, "l": 60})
+    for table, group in snaps[snaps["added_files"] > 0].groupby("table", sort=True):
+        mean = group["added_bytes"] / group["added_files"] / 1024
+        fig.add_trace(go.Bar(x=group["visible_at"], y=group["added_files"], name=f"{table}: files",
+                             customdata=np.column_stack([group["added_records"], group["added_bytes"].map(_kib)]),
+                             hovertemplate=("%{fullData.name}<br>%{x}<br>%{y} files, %{customdata[0]:,} records, "
+                                            "%{customdata[1]}<extra></extra>")), secondary_y=False)
+        fig.add_trace(go.Scatter(x=group["visible_at"], y=mean, mode="lines+markers", name=f"{table}: mean KiB",
+                                 hovertemplate="%{fullData.name}<br>%{x}<br>%{y:,.1f} KiB per file<extra></extra>"),
+                      secondary_y=True)
+    fig.update_xaxes(title_text="commit visible at (UTC)")
+    fig.update_yaxes(title_text="data files added", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="mean file size (KiB)", secondary_y=True, rangemode="tozero", showgrid=False)
+    return fig
+
+
+def plot_freshness(fresh: pd.DataFrame, title: str = "Freshness: now − VTTS") -> go.Figure:
+    """A sawtooth per table: staleness falls at each commit to (commit − VTTS), then grows until the next."""
+    fig = _figure(title, "time (UTC)", "seconds behind (now − valid-through timestamp)")
+    for table, group in fresh.groupby("table", sort=True):
+        xs: list[Any] = []
+        ys: list[float] = []
+        for row in group.itertuples(index=False):
+            xs += [row.at, row.until]
+            ys += [row.fresh_s, row.stale_s]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=str(table),
+                                 hovertemplate="%{fullData.name}<br>%{x}<br>%{y:.2f} s behind<extra></extra>"))
+        fig.add_trace(go.Scatter(x=group["at"], y=group["fresh_s"], mode="markers", name=f"{table}: commits",
+                                 showlegend=False, marker={"size": 7},
+                                 customdata=group["vtts"].astype(str),
+                                 hovertemplate="commit at %{x}<br>VTTS %{customdata}<br>%{y:.2f} s<extra></extra>"))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produced → readable") -> go.Figure:
+    """Per record, produce time to commit time: over time (left) and its distribution with p50 and p99 (right)."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1,
+                        subplot_titles=("each record", "distribution"))
+    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", barmode="overlay",
+                      margin={"t": 80, "r": 20, "b": 50, "l": 60})
+    done = vis.dropna(subset=["latency_s"])
+    for table, group in done.groupby("table", sort=True):
+        shown = group.sample(MAX_POINTS, random_state=0).sort_index() if len(group) > MAX_POINTS else group
+        fig.add_trace(go.Scattergl(x=shown["produced_at"], y=shown["latency_s"], mode="markers", name=str(table),
+                                   marker={"size": 4, "opacity": 0.6}, legendgroup=str(table),
+                                   hovertemplate="produced %{x}<br>visible after %{y:.2f} s<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Histogram(x=group["latency_s"], name=str(table), legendgroup=str(table), showlegend=False,
+                                   opacity=0.7, nbinsx=40), row=1, col=2)
+    if not done.empty:
+        for q, dash in ((0.5, "dot"), (0.99, "dash")):
+            value = float(done["latency_s"].quantile(q))
+            fig.add_vline(x=value, line_dash=dash, line_color="gray", row=1, col=2,
+                          annotation_text=f"p{round(q * 100)} {value:.2f} s", annotation_position="top right")
+    fig.update_xaxes(title_text="produced at (UTC)", row=1, col=1)
+    fig.update_yaxes(title_text="seconds until readable", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="seconds until readable", row=1, col=2)
+    fig.update_yaxes(title_text="records", row=1, col=2)
+    return fig
+
+
+def plot_lag(lag: pd.DataFrame, title: str = "Consumer lag per partition") -> go.Figure:
+    """Records produced but not yet committed, per partition, over time."""
+    fig = _figure(title, "time (UTC)", "records behind")
+    for (topic, partition), group in lag.groupby(["topic", "partition"], sort=True):
+        fig.add_trace(go.Scatter(x=group["at"], y=group["lag"], mode="lines+markers", name=f"{topic}[{partition}]",
+                                 hovertemplate="%{fullData.name}<br>%{x}<br>lag %{y:,}<extra></extra>"))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def plot_counters(cycle_frame: pd.DataFrame, title: str = "What the sink counted, per cycle") -> go.Figure:
+    """Stacked bars of each cycle's counters besides the records read: tombstones, records routed to no
+    table, bad records by kind (``dead-lettered``, their total, is left out: it would count them twice)."""
+    fig = _figure(title, "cycle", "records", barmode="stack")
+    kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in ("records", "dead-lettered")})
+    for kind in kinds:
+        values = [int(c.get(kind, 0)) for c in cycle_frame["counters"]]
+        if any(values):
+            fig.add_trace(go.Bar(x=cycle_frame["cycle"], y=values, name=kind,
+                                 hovertemplate=f"{kind}<br>cycle %{{x}}: %{{y:,}}<extra></extra>"))
+    fig.update_xaxes(dtick=1 if cycle_frame["cycle"].nunique() <= 30 else None)
+    return fig
+
+
+def plot_schemas(schema_frame: pd.DataFrame, title: str = "Schema history: columns by schema version") -> go.Figure:
+    """A grid of columns (rows, by field id) and schema versions (columns): each cell shows the column's
+    type in that version; new columns and changed types are highlighted."""
+    versions = sorted(schema_frame["schema_id"].unique())
+    fields = schema_frame.sort_values("field_id").drop_duplicates("field_id", keep="last")
+    labels = fields["column"].tolist()
+    types = {(r.field_id, r.schema_id): r.type for r in schema_frame.itertuples()}
+    # 0: absent, 1: unchanged, 2: new in this version, 3: type changed in this version
+    z, text = [], []
+    for field_id in fields["field_id"]:
+        row_z, row_text = [], []
+        previous: str | None = None
+        for v in versions:
+            kind = types.get((field_id, v))
+            row_text.append(kind or "")
+            row_z.append(0 if kind is None else 2 if previous is None and v != versions[0] else
+                         3 if previous is not None and kind != previous else 1)
+            previous = kind if kind is not None else previous
+        z.append(row_z)
+        text.append(row_text)
+    colors = [[0.0, "#f5f5f5"], [0.25, "#f5f5f5"], [0.25, "#e3f2fd"], [0.5, "#e3f2fd"], [0.5, "#a5d6a7"],
+              [0.75, "#a5d6a7"], [0.75, "#ffcc80"], [1.0, "#ffcc80"]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[f"schema {v}" for v in versions], y=labels, text=text, texttemplate="%{text}", zmin=0, zmax=3,
+        colorscale=colors, showscale=False, xgap=2, ygap=2,
+        hovertemplate="%{y} in %{x}: %{text}<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, title=title, height=max(300, 28 * len(labels) + 120),
+                      margin={"t": 60, "r": 20, "b": 40, "l": 160})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off") -> go.Figure:
+    """The explorer's runs: visibility latency against snapshots per hour, files per table per hour and
+    mean file size, one point per commit interval."""
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
+        "latency vs snapshots/hour", "latency vs files/table/hour", "latency vs mean file size"))
+    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 50, "l": 60})
+    labels = [f"{ms / 1000:g} s" for ms in results["interval_ms"]]
+    panels = (("snapshots_per_hour", "snapshots per hour"), ("files_per_table_per_hour", "files per table per hour"),
+              ("mean_file_kib", "mean file size (KiB)"))
+    for col, (x, label) in enumerate(panels, start=1):
+        for q, symbol in (("p50_s", "circle"), ("p99_s", "diamond")):
+            fig.add_trace(go.Scatter(
+                x=results[x], y=results[q], mode="lines+markers+text", text=labels, textposition="top center",
+                name=q.removesuffix("_s"), legendgroup=q, showlegend=col == 1, marker={"symbol": symbol, "size": 10},
+                hovertemplate=f"interval %{{text}}<br>{label} %{{x:,.1f}}<br>{q[:3]} %{{y:.2f}} s<extra></extra>"),
+                row=1, col=col)
+        fig.update_xaxes(title_text=label, row=1, col=col)
+    fig.update_yaxes(title_text="visibility latency (s)", rangemode="tozero", row=1, col=1)
+    return fig
+
+
+def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = None,
+            height_per_row: int = 360) -> go.Figure:
+    """Several figures as one grid of subplots (each keeps its traces and title), for a static snapshot."""
+    rows = -(-len(figures) // cols)
+    secondary = [[{"secondary_y": True} for _ in range(cols)] for _ in range(rows)]
+    grid = make_subplots(rows=rows, cols=cols, specs=secondary, vertical_spacing=0.14, horizontal_spacing=0.08,
+                         subplot_titles=[f.layout.title.text or "" for f in figures])
+    for i, fig in enumerate(figures):
+        row, col = divmod(i, cols)
+        for trace in fig.data:
+            on_right = getattr(trace, "yaxis", None) not in (None, "y")
+            grid.add_trace(trace, row=row + 1, col=col + 1, secondary_y=on_right)
+    grid.update_layout(template=TEMPLATE, title=title, height=height_per_row * rows, showlegend=False,
+                       margin={"t": 80, "r": 20, "b": 40, "l": 60})
+    return grid

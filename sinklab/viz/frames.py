@@ -1,0 +1,733 @@
+"""Tidy pandas frames from Iceberg metadata and the sink's control topic.
+
+Every time is a UTC ``pandas.Timestamp``. A table's history is the *lineage of a branch*: the
+branch head and its ancestors, oldest first. Snapshots that never reached the branch (a crashed
+cycle's staged snapshot, a lost compare-and-swap) are left out, because no reader ever saw them.
+
+When a snapshot became visible: the sink stages each cycle's snapshot on a private branch and then
+moves the target branch to it, so the snapshot's own ``timestamp-ms`` (``committed_at``) is when it
+was *written*, a little before readers could see it. Iceberg's snapshot log records when ``main``
+was moved (``made_current_at`` in Spark's ``.history``); ``visible_at`` is that time, and for a
+snapshot that was never current itself, the time its first descendant became current. Branches
+other than ``main`` have no such log: there ``visible_at`` is ``committed_at``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from sinklab.sink.progress import Offsets, parse_offsets
+from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from sinklab.stack import Stack
+
+    MetadataSource = Stack | Catalog
+    KafkaSource = Stack | str
+
+MAIN = "main"
+CONTROL_TOPIC = "control-iceberg"
+METADATA_FIELD = "_kafka_metadata"
+
+SNAPSHOT_COLUMNS = [
+    "table", "branch", "snapshot_id", "parent_id", "sequence_number", "operation", "schema_id", "committed_at",
+    "visible_at", "sink", "commit_id", "offsets", "vtts", "added_records", "deleted_records", "added_files",
+    "removed_files", "added_delete_files", "added_bytes", "removed_bytes", "total_records", "total_files",
+    "total_delete_files", "total_bytes",
+]
+# Iceberg's standard snapshot summary keys, as integer columns.
+SUMMARY_INTS = {
+    "added_records": "added-records", "deleted_records": "deleted-records", "added_files": "added-data-files",
+    "removed_files": "deleted-data-files", "added_delete_files": "added-delete-files",
+    "added_bytes": "added-files-size", "removed_bytes": "removed-files-size", "total_records": "total-records",
+    "total_files": "total-data-files", "total_delete_files": "total-delete-files", "total_bytes": "total-files-size",
+}
+COMMIT_COLUMNS = [
+    "sink", "cycle", "commit_id", "started_at", "completed_at", "vtts", "table", "branch", "snapshot_id", "records",
+    "data_files", "delete_files", "bytes", "write_ms", "commit_ms", "duration_ms", "offsets",
+]
+CYCLE_COLUMNS = [
+    "sink", "cycle", "commit_id", "started_at", "completed_at", "vtts", "read", "written", "tables", "data_files",
+    "bytes", "duration_ms", "offsets", "counters",
+]
+RECORD_COLUMNS = ["topic", "partition", "offset", "produced_at"]
+VISIBILITY_COLUMNS = [*RECORD_COLUMNS, "table", "snapshot_id", "visible_at", "latency_s"]
+LAG_COLUMNS = ["at", "topic", "partition", "end", "committed", "lag"]
+
+
+# ---- where things are
+def _catalog(source: MetadataSource) -> Catalog:
+    return source if hasattr(source, "load_table") else source.catalog
+
+
+def _bootstrap(source: KafkaSource) -> str:
+    return source if isinstance(source, str) else source.bootstrap_servers
+
+
+def _names(tables: str | Iterable[str]) -> list[str]:
+    return [tables] if isinstance(tables, str) else list(tables)
+
+
+def _ms(value: Any) -> pd.Timestamp:
+    return pd.Timestamp(int(value), unit="ms", tz="UTC")
+
+
+TIME_COLUMNS = {"committed_at", "visible_at", "vtts", "started_at", "completed_at", "produced_at", "at", "until",
+                "made_current_at", "ts"}
+FLOAT_COLUMNS = {"gap_s", "interval_s", "ratio", "fresh_s", "stale_s", "latency_s"}
+OBJECT_COLUMNS = {"table", "branch", "operation", "sink", "commit_id", "offsets", "counters", "topic", "content",
+                  "file_path", "source", "target", "source_topic", "kind", "message", "key", "value", "type"}
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    """No rows, but the dtypes a filled frame has: code downstream (``.dt``, sums) works the same."""
+    def dtype(c: str) -> str:
+        if c in TIME_COLUMNS:
+            return "datetime64[ns, UTC]"
+        if c in FLOAT_COLUMNS:
+            return "float64"
+        return "object" if c in OBJECT_COLUMNS else "int64"
+    return pd.DataFrame({c: pd.Series(dtype=dtype(c)) for c in columns})
+
+
+def load_table(source: MetadataSource, table: str) -> Table:
+    return _catalog(source).load_table(identifier(table))
+
+
+# ---- Iceberg metadata
+def snapshots(source: MetadataSource, tables: str | Iterable[str], branch: str = MAIN) -> pd.DataFrame:
+    """One row per snapshot on each table's ``branch`` lineage, oldest first.
+
+    Columns: the Iceberg summary as integers (``added_records``, ``added_files``, ``added_bytes``,
+    ``total_records``, …), the sink's properties (``sink``, ``commit_id``, ``offsets`` as
+    ``{topic: {partition: next offset}}``, ``vtts``; empty for other writers' snapshots),
+    ``committed_at`` and ``visible_at`` (see the module docstring).
+    """
+    frames = [_table_snapshots(load_table(source, name), name, branch) for name in _names(tables)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return _empty(SNAPSHOT_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _lineage(table: Table, branch: str) -> list[Any]:
+    ref = table.metadata.refs.get(branch)
+    chain = []
+    snapshot_id = ref.snapshot_id if ref is not None else None
+    while snapshot_id is not None:
+        snap = table.metadata.snapshot_by_id(snapshot_id)
+        if snap is None:  # expired: the lineage stops here
+            break
+        chain.append(snap)
+        snapshot_id = snap.parent_snapshot_id
+    return chain[::-1]
+
+
+def _table_snapshots(table: Table, name: str, branch: str) -> pd.DataFrame:
+    chain = _lineage(table, branch)
+    if not chain:
+        return _empty(SNAPSHOT_COLUMNS)
+    made_current: dict[int, int] = {}
+    if branch == MAIN:
+        for entry in table.metadata.snapshot_log:
+            made_current.setdefault(entry.snapshot_id, entry.timestamp_ms)
+    rows = []
+    for snap in chain:
+        props = dict(snap.summary.additional_properties) if snap.summary else {}
+        row: dict[str, Any] = {
+            "table": name, "branch": branch, "snapshot_id": snap.snapshot_id, "parent_id": snap.parent_snapshot_id,
+            "sequence_number": snap.sequence_number,
+            "operation": snap.summary.operation.value if snap.summary else None, "schema_id": snap.schema_id,
+            "committed_at": _ms(snap.timestamp_ms),
+            "visible_at": _ms(made_current[snap.snapshot_id]) if snap.snapshot_id in made_current else pd.NaT,
+            "sink": props.get(SINK_PROP), "commit_id": props.get(COMMIT_ID_PROP),
+            "offsets": parse_offsets(props[OFFSETS_PROP]) if OFFSETS_PROP in props else None,
+            "vtts": _ms(props[VTTS_PROP]) if VTTS_PROP in props else pd.NaT,
+        }
+        for column, key in SUMMARY_INTS.items():
+            row[column] = int(props.get(key, 0))
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=SNAPSHOT_COLUMNS)
+    # A snapshot that was never current itself became visible with its first current descendant.
+    frame["visible_at"] = pd.to_datetime(frame["visible_at"], utc=True).bfill().fillna(frame["committed_at"])
+    frame["vtts"] = pd.to_datetime(frame["vtts"], utc=True)
+    # From the Python ints: through float64 (the default with a None in it) 64-bit ids lose digits.
+    frame["parent_id"] = pd.array([s.parent_snapshot_id for s in chain], dtype="Int64")
+    return frame
+
+
+def history(source: MetadataSource, table: str) -> pd.DataFrame:
+    """Spark's ``<table>.history``: when each snapshot became current on ``main``, and whether it
+    is still an ancestor of the current snapshot."""
+    arrow = load_table(source, table).inspect.history()
+    frame = arrow.to_pandas()
+    frame["made_current_at"] = pd.to_datetime(frame["made_current_at"]).dt.tz_localize("UTC")
+    frame["parent_id"] = pd.array(arrow.column("parent_id").to_pylist(), dtype="Int64")
+    return frame
+
+
+def schemas(source: MetadataSource, table: str) -> pd.DataFrame:
+    """Every schema the table has had, one row per column: ``schema_id, field_id, column`` (nested
+    columns by their dotted name), ``type`` and ``required``; ``current`` marks the table's schema.
+    A column keeps its ``field_id`` through renames and type promotions."""
+    tbl = load_table(source, table)
+    rows = []
+    for schema in tbl.metadata.schemas:
+        for column, field_id in _columns(schema):
+            field = schema.find_field(field_id)
+            rows.append({"table": table, "schema_id": schema.schema_id, "field_id": field_id, "column": column,
+                         "type": str(field.field_type), "required": field.required,
+                         "current": schema.schema_id == tbl.metadata.current_schema_id})
+    return pd.DataFrame(rows, columns=["table", "schema_id", "field_id", "column", "type", "required", "current"])
+
+
+def _columns(schema: Any) -> list[tuple[str, int]]:
+    """(dotted name, field id) of every field, struct members after their struct, in schema order."""
+    from pyiceberg.types import ListType, MapType, StructType
+
+    out: list[tuple[str, int]] = []
+
+    def walk(struct: StructType, prefix: str) -> None:
+        for f in struct.fields:
+            name = f"{prefix}{f.name}"
+            out.append((name, f.field_id))
+            if isinstance(f.field_type, StructType):
+                walk(f.field_type, f"{name}.")
+            elif isinstance(f.field_type, ListType) and isinstance(f.field_type.element_type, StructType):
+                walk(f.field_type.element_type, f"{name}.element.")
+            elif isinstance(f.field_type, MapType) and isinstance(f.field_type.value_type, StructType):
+                walk(f.field_type.value_type, f"{name}.value.")
+
+    walk(schema.as_struct(), "")
+    return out
+
+
+def refs(source: MetadataSource, table: str) -> pd.DataFrame:
+    """The table's branches and tags (the sink's staging branches while a cycle commits)."""
+    return load_table(source, table).inspect.refs().to_pandas()
+
+
+def files(source: MetadataSource, table: str, snapshot_id: int | None = None) -> pd.DataFrame:
+    """The live data and delete files of a snapshot (default: current), with the snapshot that added each."""
+    tbl = load_table(source, table)
+    if tbl.current_snapshot() is None and snapshot_id is None:
+        return _empty(["table", "added_by", "content", "file_path", "record_count", "file_size_in_bytes"])
+    entries = tbl.inspect.entries(snapshot_id).to_pandas()
+    frame = pd.DataFrame({
+        "table": table,
+        "added_by": entries["snapshot_id"].astype("int64"),
+        "content": entries["data_file"].map(lambda f: {0: "data", 1: "position-deletes", 2: "equality-deletes"}
+                                            .get(f["content"], str(f["content"]))),
+        "file_path": entries["data_file"].map(lambda f: f["file_path"]),
+        "record_count": entries["data_file"].map(lambda f: f["record_count"]).astype("int64"),
+        "file_size_in_bytes": entries["data_file"].map(lambda f: f["file_size_in_bytes"]).astype("int64"),
+    })
+    return frame[entries["status"] != 2].reset_index(drop=True)  # 2: DELETED, not live in this snapshot
+
+
+# ---- the control topic
+LOG_COLUMNS = ["type", "sink", "commit_id", "ts", "vtts", "offsets", "tables", "counters", "duration_ms"]
+
+
+class ControlLog:
+    """The control topic's committed events, read incrementally: each ``read()`` fetches only what
+    arrived since the last one and returns every event so far, as ``read_control_log`` does.
+
+    Unlike a one-shot read it never waits for an open transaction: a sink that is mid-commit (or
+    was killed mid-commit, until its next instance aborts the transaction) holds read_committed
+    consumers back, so ``read()`` returns what is committed once nothing new arrives for ``idle_s``.
+    """
+
+    def __init__(self, source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC):
+        self.bootstrap = _bootstrap(source)
+        self.sink = sink
+        self.topic = control_topic
+        self._rows: list[dict[str, Any]] = []
+        self._consumer: Any = None
+        self._ends: dict[int, tuple[int, int]] = {}  # partition -> (low, high) watermarks at the last read
+
+    def _assign(self, timeout: float) -> bool:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        if self._consumer is None:
+            self._consumer = Consumer({
+                "bootstrap.servers": self.bootstrap, "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                "enable.auto.commit": False, "isolation.level": "read_committed"})
+        meta = self._consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+        if meta is None or meta.error is not None:
+            return False
+        new = [p for p in sorted(meta.partitions) if p not in self._ends]
+        if new:
+            self._consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new])
+            self._ends.update({p: (0, 0) for p in new})
+        return True
+
+    def read(self, timeout: float = 10.0, idle_s: float = 0.5) -> pd.DataFrame:
+        from confluent_kafka import TopicPartition
+
+        from sinklab.sink.events import decode
+
+        if self._assign(timeout):
+            for p in self._ends:
+                self._ends[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)
+            deadline = time.monotonic() + timeout
+            idle_since = time.monotonic()
+            while time.monotonic() < deadline:
+                msgs = self._consumer.consume(500, timeout=0.1)
+                for m in msgs:
+                    if m.error() is None and m.value():
+                        event = decode(m.value())
+                        if self.sink is None or event["sink"] == self.sink:
+                            self._rows.append(event)
+                if msgs:
+                    idle_since = time.monotonic()
+                positions = self._consumer.position([TopicPartition(self.topic, p) for p in self._ends])
+                if all(self._ends[tp.partition][1] <= max(tp.offset, self._ends[tp.partition][0])
+                       for tp in positions):
+                    break
+                if not msgs and time.monotonic() - idle_since >= idle_s:
+                    break
+        return self.frame()
+
+    def frame(self) -> pd.DataFrame:
+        if not self._rows:
+            return _empty(LOG_COLUMNS)
+        frame = pd.DataFrame(self._rows)
+        frame["ts"] = pd.to_datetime(frame.pop("ts_ms"), unit="ms", utc=True)
+        frame["vtts"] = pd.to_datetime(frame.pop("vtts_ms"), unit="ms", utc=True)
+        frame["offsets"] = frame["offsets"].map(json.loads)
+        return frame
+
+    def close(self) -> None:
+        """Close the consumer; a later ``read()`` starts again from the beginning."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._rows, self._ends = [], {}
+
+    def __enter__(self) -> ControlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def control_log(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC) -> pd.DataFrame:
+    """Every committed event on the control topic (of one sink), one row per event."""
+    with ControlLog(source, sink, control_topic) as log:
+        return log.read()
+
+
+
+def _int_offsets(raw: dict[str, dict[str, int]] | str) -> Offsets:
+    return parse_offsets(raw if isinstance(raw, str) else json.dumps(raw))
+
+
+def commits(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC,
+            log: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per table per completed cycle, from the control topic's ``commit-complete`` events.
+
+    ``started_at`` is the cycle's ``commit-start`` event (its Kafka transaction opened), ``completed_at``
+    its ``commit-complete``; ``data_files``/``delete_files`` are counts; ``offsets`` is what the table
+    recorded. ``log`` reuses a control log already read (:func:`control_log`, :class:`ControlLog`).
+    """
+    log = control_log(source, sink, control_topic) if log is None else log
+    rows = []
+    for cycle in _completed(log).itertuples(index=False):
+        for t in cycle.tables:
+            rows.append({
+                "sink": cycle.sink, "cycle": cycle.cycle, "commit_id": cycle.commit_id,
+                "started_at": cycle.started_at, "completed_at": cycle.ts, "vtts": cycle.vtts, "table": t["table"],
+                "branch": t["branch"], "snapshot_id": t["snapshot_id"], "records": t["records"],
+                "data_files": len(t["data_files"]), "delete_files": len(t["delete_files"]), "bytes": t["bytes"],
+                "write_ms": t["write_ms"], "commit_ms": t["commit_ms"], "duration_ms": cycle.duration_ms,
+                "offsets": _int_offsets(t["offsets"]),
+            })
+    return pd.DataFrame(rows, columns=COMMIT_COLUMNS) if rows else _empty(COMMIT_COLUMNS)
+
+
+def cycles(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC,
+           log: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per completed cycle: records ``read`` from Kafka and rows ``written`` to all its
+    tables (more than read with fan-out to several tables, fewer with bad or unrouted records),
+    files, bytes, the cycle's end ``offsets`` and its ``counters`` (tombstones, dead letters, …)."""
+    log = control_log(source, sink, control_topic) if log is None else log
+    done = _completed(log)
+    if done.empty:
+        return _empty(CYCLE_COLUMNS)
+    return pd.DataFrame({
+        "sink": done["sink"], "cycle": done["cycle"], "commit_id": done["commit_id"],
+        "started_at": done["started_at"], "completed_at": done["ts"], "vtts": done["vtts"],
+        "read": done["counters"].map(lambda c: int(c.get("records", 0))),
+        "written": done["tables"].map(lambda ts: sum(int(t["records"]) for t in ts)),
+        "tables": done["tables"].map(len),
+        "data_files": done["tables"].map(lambda ts: sum(len(t["data_files"]) for t in ts)),
+        "bytes": done["tables"].map(lambda ts: sum(int(t["bytes"]) for t in ts)),
+        "duration_ms": done["duration_ms"], "offsets": done["offsets"].map(_int_offsets),
+        "counters": done["counters"].map(dict),
+    }, columns=CYCLE_COLUMNS).reset_index(drop=True)
+
+
+def _completed(log: pd.DataFrame) -> pd.DataFrame:
+    """commit-complete events in commit order, numbered per sink, with their commit-start time."""
+    if log.empty:
+        return log.assign(cycle=pd.Series(dtype="int64"), started_at=pd.Series(dtype="datetime64[ns, UTC]"))
+    starts = log[log["type"] == "commit-start"].drop_duplicates("commit_id", keep="last").set_index("commit_id")["ts"]
+    done = log[log["type"] == "commit-complete"].sort_values("ts", kind="stable").copy()
+    done["started_at"] = done["commit_id"].map(starts)
+    done["cycle"] = done.groupby("sink").cumcount() + 1
+    return done.reset_index(drop=True)
+
+
+def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.DataFrame:
+    """The records on a dead-letter topic: where each sits there (``partition``, ``offset``), its
+    ``key`` and ``value`` as the source had them, and — with
+    ``errors.deadletterqueue.context.headers.enable`` — where it came from (``source_topic``,
+    ``source_partition``, ``source_offset``), its ``kind``, the error ``message`` and the ``table``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    columns = ["partition", "offset", "source_topic", "source_partition", "source_offset", "kind", "table", "message",
+               "key", "value"]
+    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    rows: list[dict[str, Any]] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return _empty(columns)
+        for p in sorted(meta.partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msgs = consumer.consume(1000, timeout=0.5)
+                if msgs:
+                    deadline = time.monotonic() + timeout
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    headers = {k: (v.decode(errors="replace") if v is not None else None) for k, v in m.headers() or []}
+                    source_partition = headers.get("__connect.errors.partition")
+                    source_offset = headers.get("__connect.errors.offset")
+                    rows.append({
+                        "partition": m.partition(), "offset": m.offset(),
+                        "source_topic": headers.get("__connect.errors.topic"),
+                        "source_partition": int(source_partition) if source_partition is not None else None,
+                        "source_offset": int(source_offset) if source_offset is not None else None,
+                        "kind": headers.get("__sinklab.errors.kind"), "table": headers.get("__sinklab.errors.table"),
+                        "message": headers.get("__connect.errors.exception.message"), "key": m.key(),
+                        "value": m.value(),
+                    })
+                if not msgs and consumer.position([tp])[0].offset >= high:
+                    break
+    finally:
+        consumer.close()
+    frame = pd.DataFrame(rows, columns=columns) if rows else _empty(columns)
+    for column in ("source_partition", "source_offset"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+# ---- derived views
+def _sink_snapshots(snaps: pd.DataFrame, sink: str | None) -> pd.DataFrame:
+    own = snaps[snaps["sink"].notna() & snaps["offsets"].notna()]
+    return own[own["sink"] == sink] if sink is not None else own
+
+
+def cadence(snaps: pd.DataFrame, interval_ms: int | None = None, sink: str | None = None) -> pd.DataFrame:
+    """The gaps between a table's consecutive sink commits, against the configured interval.
+
+    ``gap_s`` is the time between two commits becoming visible; ``ratio`` is ``gap_s`` over the
+    interval (1 = on time; above 1 when a cycle outlasts the interval or nothing new arrived).
+    """
+    own = _sink_snapshots(snaps, sink).sort_values(["table", "visible_at"])
+    out = pd.DataFrame({
+        "table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
+        "gap_s": own.groupby("table")["visible_at"].diff().dt.total_seconds(),
+    })
+    out = out.dropna(subset=["gap_s"]).reset_index(drop=True)
+    out["interval_s"] = interval_ms / 1000 if interval_ms else np.nan
+    out["ratio"] = out["gap_s"] / out["interval_s"]
+    return out
+
+
+def freshness(snaps: pd.DataFrame, now: pd.Timestamp | None = None, sink: str | None = None) -> pd.DataFrame:
+    """How stale each table is over time: ``now − VTTS`` of the newest visible commit.
+
+    For every sink commit: ``at`` (visible), ``vtts``, ``fresh_s`` (at − vtts, the staleness right
+    after it) and ``stale_s`` (``until`` − vtts, the staleness just before the next commit or, for
+    the newest, at ``now``). Plotted in order it is a sawtooth.
+    """
+    now = pd.Timestamp.now(tz="UTC") if now is None else now
+    own = _sink_snapshots(snaps, sink)
+    own = own[own["vtts"].notna()].sort_values(["table", "visible_at"])
+    out = pd.DataFrame({"table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
+                        "vtts": own["vtts"]})
+    out["until"] = out.groupby("table")["at"].shift(-1).fillna(now)
+    out["fresh_s"] = (out["at"] - out["vtts"]).dt.total_seconds()
+    out["stale_s"] = (out["until"] - out["vtts"]).dt.total_seconds()
+    return out.reset_index(drop=True)
+
+
+# ---- per-record visibility
+def record_times(source: KafkaSource, topics: str | Iterable[str], until: Offsets | None = None,
+                 timeout: float = 30.0) -> pd.DataFrame:
+    """The Kafka timestamp of every record of ``topics`` (up to ``until`` per partition, else the
+    end): ``topic, partition, offset, produced_at``. Only offsets and timestamps are kept, so
+    millions of records fit; a record's timestamp is its producer's CreateTime unless the topic
+    says LogAppendTime."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "isolation.level": "read_committed"})
+    parts: dict[tuple[str, int], int] = {}
+    out: dict[str, list[np.ndarray]] = {c: [] for c in RECORD_COLUMNS}
+    try:
+        assign = []
+        for topic in _names(topics):
+            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if meta is None or meta.error is not None:
+                raise ValueError(f"topic {topic!r} not found on {_bootstrap(source)}")
+            for p in sorted(meta.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                end = min(high, until.get(topic, {}).get(p, high)) if until is not None else high
+                if end > low:
+                    parts[(topic, p)] = end
+                    assign.append(TopicPartition(topic, p, low))
+        if not assign:
+            return _empty(RECORD_COLUMNS)
+        consumer.assign(assign)
+        deadline = time.monotonic() + timeout
+        while parts and time.monotonic() < deadline:
+            msgs = consumer.consume(10_000, timeout=1.0)
+            if msgs:
+                deadline = time.monotonic() + timeout
+            batch: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                tp = (m.topic(), m.partition())
+                end = parts.get(tp)
+                if end is None or m.offset() >= end:
+                    continue
+                offs, stamps = batch.setdefault(tp, ([], []))
+                offs.append(m.offset())
+                stamps.append(m.timestamp()[1])
+            for (topic, p), (offs, stamps) in batch.items():
+                out["topic"].append(np.full(len(offs), topic, dtype=object))
+                out["partition"].append(np.full(len(offs), p, dtype=np.int64))
+                out["offset"].append(np.asarray(offs, dtype=np.int64))
+                out["produced_at"].append(np.asarray(stamps, dtype=np.int64))
+                if offs[-1] >= parts[(topic, p)] - 1:
+                    del parts[(topic, p)]
+                    consumer.incremental_unassign([TopicPartition(topic, p)])
+        if parts:
+            raise TimeoutError(f"record_times: no progress for {timeout}s reading "
+                               + ", ".join(f"{t}[{p}]" for t, p in parts))
+    finally:
+        consumer.close()
+    frame = pd.DataFrame({c: np.concatenate(v) if v else [] for c, v in out.items()})
+    frame["produced_at"] = pd.to_datetime(frame["produced_at"], unit="ms", utc=True)
+    return frame.sort_values(["topic", "partition", "offset"], ignore_index=True)
+
+
+def table_record_times(source: MetadataSource, table: str, field: str = METADATA_FIELD,
+                       snapshot_id: int | None = None) -> pd.DataFrame:
+    """The same columns as :func:`record_times` plus ``table``, read from the table's own Kafka
+    metadata columns (the ``KafkaMetadataTransform``, flat or nested): exactly the records the
+    table holds, which is what per-table visibility needs under fan-out."""
+    tbl = load_table(source, table)
+    names = {f.name for f in tbl.schema().fields}
+    parts = ("topic", "partition", "offset", "record_timestamp")
+    if all(f"{field}_{p}" in names for p in parts):
+        columns = [f"{field}_{p}" for p in parts]
+    elif field in names:
+        columns = [f"{field}.{p}" for p in parts]
+    else:
+        raise ValueError(f"table {table} has no Kafka metadata columns ({field}_topic, … or a {field} struct): "
+                         f"configure the KafkaMetadataTransform, or use record_times() to read Kafka")
+    scan = tbl.scan(selected_fields=tuple(columns), snapshot_id=snapshot_id).to_arrow()
+    frame = _metadata_frame(scan, columns, field)
+    frame["table"] = table
+    return frame.sort_values(["topic", "partition", "offset"], ignore_index=True)
+
+
+def _nested(scan: Any, field: str, part: str) -> pd.Series:
+    return scan.column(field).combine_chunks().field(part).to_pandas()
+
+
+def _metadata_frame(scan: Any, columns: list[str], field: str) -> pd.DataFrame:
+    if "." in columns[0]:
+        get = [_nested(scan, field, c.split(".", 1)[1]) for c in columns]
+    else:
+        get = [scan.column(c).to_pandas() for c in columns]
+    stamps = get[3]
+    produced = (pd.to_datetime(stamps, utc=True) if pd.api.types.is_datetime64_any_dtype(stamps)
+                else pd.to_datetime(stamps.astype("int64"), unit="ms", utc=True))
+    return pd.DataFrame({"topic": get[0].astype(object), "partition": get[1].astype("int64"),
+                         "offset": get[2].astype("int64"), "produced_at": produced})
+
+
+def visibility(snaps: pd.DataFrame, records: pd.DataFrame, sink: str | None = None) -> pd.DataFrame:
+    """When each record became readable, and how long after it was produced.
+
+    A record at offset ``o`` of partition ``p`` is in the first sink snapshot whose recorded
+    ``sinklab.offsets`` for ``p`` is above ``o`` (offsets never go back along a lineage, so this is
+    a binary search per partition, not a scan); it became visible at that snapshot's
+    ``visible_at``. ``latency_s`` = visible_at − produced_at. Records not committed yet get NaT/NaN.
+
+    With a ``table`` column in ``records`` (:func:`table_record_times`) each record is matched
+    against its own table only; without it (:func:`record_times`) against every table in ``snaps``,
+    which is right when every table takes every record (no routing).
+    """
+    own = _sink_snapshots(snaps, sink)
+    out = []
+    for table, tsnaps in own.groupby("table", sort=True):
+        tsnaps = tsnaps.sort_values("sequence_number")
+        recs = records[records["table"] == table] if "table" in records.columns else records
+        for (topic, partition), group in recs.groupby(["topic", "partition"], sort=False):
+            marks = np.maximum.accumulate(np.asarray(
+                [o.get(topic, {}).get(int(partition), 0) for o in tsnaps["offsets"]], dtype=np.int64))
+            idx = np.searchsorted(marks, group["offset"].to_numpy(), side="right")
+            found = idx < len(marks)
+            safe = np.where(found, idx, 0)
+            visible = tsnaps["visible_at"].to_numpy()[safe]
+            ids = tsnaps["snapshot_id"].to_numpy()[safe]
+            chunk = group[RECORD_COLUMNS].copy()
+            chunk["table"] = table
+            chunk["snapshot_id"] = pd.array(np.where(found, ids, 0), dtype="Int64")
+            chunk.loc[~found, "snapshot_id"] = pd.NA
+            chunk["visible_at"] = pd.to_datetime(visible, utc=True)
+            chunk.loc[~found, "visible_at"] = pd.NaT
+            out.append(chunk)
+    if not out:
+        return _empty(VISIBILITY_COLUMNS)
+    frame = pd.concat(out, ignore_index=True)
+    frame["latency_s"] = (frame["visible_at"] - frame["produced_at"]).dt.total_seconds()
+    return frame[VISIBILITY_COLUMNS]
+
+
+def latency_percentiles(vis: pd.DataFrame, quantiles: Iterable[float] = (0.5, 0.9, 0.99)) -> pd.DataFrame:
+    """Per table: committed records and their visibility latency quantiles (``p50``, ``p99``, …) in seconds."""
+    qs = list(quantiles)
+    rows = []
+    for table, group in vis.dropna(subset=["latency_s"]).groupby("table"):
+        row: dict[str, Any] = {"table": table, "records": len(group)}
+        row.update({f"p{round(q * 100):g}": group["latency_s"].quantile(q) for q in qs})
+        row["max"] = group["latency_s"].max()
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["table", "records", *[f"p{round(q * 100):g}" for q in qs], "max"])
+
+
+# ---- consumer lag
+def consumer_lag(source: KafkaSource, group: str, topics: str | Iterable[str], timeout: float = 10.0) -> pd.DataFrame:
+    """Now, per partition: the end offset, the group's committed offset (what the sink's last
+    complete cycle reached) and the lag between them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = []
+        for topic in _names(topics):
+            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if meta is not None and meta.error is None:
+                tps.extend(TopicPartition(topic, p) for p in sorted(meta.partitions))
+        committed = {(c.topic, c.partition): c.offset for c in consumer.committed(tps, timeout=timeout)} if tps else {}
+        at = pd.Timestamp.now(tz="UTC")
+        rows = []
+        for tp in tps:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+            done = committed.get((tp.topic, tp.partition), -1)
+            done = low if done < 0 else done
+            rows.append({"at": at, "topic": tp.topic, "partition": tp.partition, "end": high, "committed": done,
+                         "lag": max(0, high - done)})
+    finally:
+        consumer.close()
+    return pd.DataFrame(rows, columns=LAG_COLUMNS) if rows else _empty(LAG_COLUMNS)
+
+
+def lag_history(source: KafkaSource, cycle_frame: pd.DataFrame, timeout: float = 10.0) -> pd.DataFrame:
+    """The sink's lag per partition right after each completed cycle, reconstructed afterwards.
+
+    At a cycle's ``completed_at`` the topic held every record timestamped before it: Kafka's
+    ``offsets_for_times`` gives that end offset, and the cycle's end offset is what was
+    committed. Assumes timestamps grow with offsets within a partition (one producer, CreateTime).
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    if cycle_frame.empty:
+        return _empty(LAG_COLUMNS)
+    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    rows = []
+    try:
+        highs: dict[tuple[str, int], int] = {}
+        for cycle in cycle_frame.itertuples(index=False):
+            ms = int(cycle.completed_at.timestamp() * 1000)
+            tps = [TopicPartition(t, p, ms) for t, parts in cycle.offsets.items() for p in parts]
+            for found in consumer.offsets_for_times(tps, timeout=timeout):
+                key = (found.topic, found.partition)
+                end = found.offset
+                if end < 0:  # nothing at or after that time: everything the partition holds was there
+                    if key not in highs:
+                        highs[key] = consumer.get_watermark_offsets(TopicPartition(*key), timeout=timeout)[1]
+                    end = highs[key]
+                done = cycle.offsets[found.topic][found.partition]
+                rows.append({"at": cycle.completed_at, "topic": found.topic, "partition": found.partition,
+                             "end": end, "committed": done, "lag": max(0, end - done)})
+    finally:
+        consumer.close()
+    return pd.DataFrame(rows, columns=LAG_COLUMNS)
+
+
+# ---- fan-out
+def flows(cycle_frame: pd.DataFrame, commit_frame: pd.DataFrame) -> pd.DataFrame:
+    """Records from each topic into the sink, and from the sink into each table (and to the
+    dead-letter topic, or skipped): ``source, target, records``, for a sankey.
+
+    Records read per topic are the growth of the cycles' end offsets (the first cycle counted from
+    offset 0, as a sink that starts at the beginning of its topics does); with one topic, the
+    cycles' own read counts.
+    """
+    rows: list[dict[str, Any]] = []
+    for sink, own in cycle_frame.groupby("sink", sort=False):
+        topics = sorted({t for offsets in own["offsets"] for t in offsets})
+        if len(topics) == 1:
+            rows.append({"source": topics[0], "target": sink, "records": int(own["read"].sum())})
+        else:
+            last: dict[tuple[str, int], int] = {}
+            read: dict[str, int] = {}
+            for offsets in own["offsets"]:
+                for topic, parts in offsets.items():
+                    for p, end in parts.items():
+                        read[topic] = read.get(topic, 0) + max(0, end - last.get((topic, p), 0))
+                        last[(topic, p)] = max(end, last.get((topic, p), 0))
+            rows.extend({"source": t, "target": sink, "records": n} for t, n in sorted(read.items()))
+        mine = commit_frame[commit_frame["sink"] == sink]
+        for table, n in mine.groupby("table", sort=True)["records"].sum().items():
+            rows.append({"source": sink, "target": table, "records": int(n)})
+        counters: dict[str, int] = {}
+        for c in own["counters"]:
+            for key, value in c.items():
+                counters[key] = counters.get(key, 0) + int(value)
+        if counters.get("dead-lettered"):
+            rows.append({"source": sink, "target": "dead letters", "records": counters["dead-lettered"]})
+        elif counters.get("no-table"):
+            rows.append({"source": sink, "target": "no table (skipped)", "records": counters["no-table"]})
+        if counters.get("tombstones"):
+            rows.append({"source": sink, "target": "tombstones (skipped)", "records": counters["tombstones"]})
+    return pd.DataFrame(rows, columns=["source", "target", "records"])

@@ -1,0 +1,92 @@
+"""Every tutorial in notebooks/ runs headless with papermill, on its own embedded stack: no error, at
+least one plotly figure, nothing left running; and the committed notebooks carry no outputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from sinklab.stack.process import stop_pid
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+PLOTLY = "application/vnd.plotly.v1+json"
+KERNEL = "sinklab"
+
+
+def test_notebooks_are_committed_clean() -> None:
+    assert NOTEBOOKS
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
+        parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+        assert len(parameters) == 1 and "workdir = None" in parameters[0].source, path.name
+        assert nb.metadata.kernelspec.name == KERNEL, path.name
+
+
+@pytest.fixture(scope="module")
+def kernel() -> str:
+    """The `sinklab` kernelspec (`make setup` installs it into the venv) runs this very python."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    def spec_python() -> str | None:
+        try:
+            return KernelSpecManager().get_kernel_spec(KERNEL).argv[0]
+        except NoSuchKernel:
+            return None
+
+    if spec_python() != sys.executable:
+        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL,
+                        "--display-name", "Python (sinklab)"], check=True, capture_output=True)
+    assert spec_python() == sys.executable
+    return KERNEL
+
+
+def mentioning(text: str) -> list[int]:
+    """PIDs whose command line names ``text`` (a notebook's stack directory)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str) -> None:
+    import papermill
+
+    workdir = tmp_path / "stack"
+    out = tmp_path / path.name
+    started = time.monotonic()
+    try:
+        papermill.execute_notebook(str(path), str(out), parameters={"workdir": str(workdir)}, kernel_name=kernel,
+                                   cwd=str(path.parent), progress_bar=False, execution_timeout=600)
+    finally:
+        # Processes exit as the kernel shuts down; whatever still names the stack's directory after a
+        # while was left behind. Stopped either way, so a failing notebook cannot leak its stack.
+        deadline = time.monotonic() + 15
+        while (left := mentioning(str(workdir))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in left:
+            stop_pid(pid, timeout=10, group=False)
+    print(f"\n{path.name}: {time.monotonic() - started:.1f}s")
+    assert not left, f"{path.name} left processes running: {left}"
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    figures = [o for o in outputs if PLOTLY in o.get("data", {})]
+    assert figures, f"{path.name} shows no plotly figure"
+    assert all(fig["data"][PLOTLY]["data"] for fig in figures), f"{path.name} shows an empty figure"
