@@ -331,8 +331,8 @@ def warm_up(stack: Stack, records: int, interval_ms: int) -> float:
 def drop_topics(stack: Stack, topics: list[str]) -> None:
     """The embedded broker rewrites its whole state (one JSON file) after any change: with a million
     records kept, each commit cost it ~2 CPU-s (measured), which a 2-core machine takes from the sink."""
-    futures = stack.admin().delete_topics(topics, operation_timeout=30)
-    for future in futures.values():
+    admin = stack.admin()  # held: a client collected before its futures resolve fails them
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
         future.result(30)
 
 
