@@ -28,6 +28,7 @@ import bisect
 import json
 import os
 import statistics
+import tempfile
 import threading
 import time
 import uuid
@@ -200,6 +201,33 @@ def assign_all(stack: Stack, topic: str, **conf: Any) -> tuple[Consumer, int]:
         assignment.append(TopicPartition(topic, p, low))
     consumer.assign(assignment)
     return consumer, total
+
+
+def spark_alone(stack: Stack, topic: str, workdir: Path) -> float:
+    """Records/s of Spark alone on these cores: the topic's values, from local text files (one per
+    core), parsed into the sink's table columns and written as zstd Parquet. No Kafka, no type checks,
+    no Iceberg commit, no exactly-once: what any Spark pipeline here spends at the least."""
+    from pyspark.sql import functions as F
+
+    spark = stack.spark
+    consumer, total = assign_all(stack, topic)
+    cores = spark.sparkContext.defaultParallelism
+    texts = workdir / "values"
+    texts.mkdir(parents=True, exist_ok=True)
+    files = [(texts / f"part-{i}.json").open("wb") for i in range(cores)]
+    seen = 0
+    while seen < total:
+        for m in consumer.consume(10_000, timeout=1.0):
+            files[seen % cores].write(m.value() + b"\n")
+            seen += 1
+    consumer.close()
+    for f in files:
+        f.close()
+    schema = spark.table(f"sinklab.{SINGLE}").schema
+    started = time.monotonic()
+    (spark.read.text(str(texts)).select(F.from_json("value", schema).alias("r")).select("r.*")
+     .write.mode("overwrite").option("compression", "zstd").parquet(str(workdir / "parquet")))
+    return seen / (time.monotonic() - started)
 
 
 def raw_consume(stack: Stack, topic: str) -> float:
@@ -495,6 +523,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
             with rss.phase("naive"):
                 naive = naive_pyiceberg(stack, "bench-backlog", create_naive_table(stack), args.interval_ms / 1000)
             figures["naive_pyiceberg_rps"] = naive.rps
+            with rss.phase("spark-alone"), tempfile.TemporaryDirectory(prefix="sinklab-bench-") as scratch:
+                figures["spark_alone_rps"] = spark_alone(stack, "bench-backlog", Path(scratch))
             with rss.phase("sinklab"):
                 single = drain(stack, "bench-single", "bench-backlog", [SINGLE], args.interval_ms, args.records)
             with rss.phase("fanout"):
@@ -530,6 +560,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
     )
     figures["sinklab_vs_naive"] = figures["sinklab_rps"] / figures["naive_pyiceberg_rps"]
     figures["sinklab_vs_raw"] = figures["sinklab_rps"] / figures["raw_consume_rps"]
+    figures["sinklab_vs_spark_alone"] = figures["sinklab_rps"] / figures["spark_alone_rps"]
     if swept:
         figures["sweep"] = [{"interval_ms": lt.interval_ms, "naive_pyiceberg_rps": n.rps, "naive_appends": n.appends,
                              "p50_visibility_s": lt.p50_s, "p99_visibility_s": lt.p99_s, "max_visibility_s": lt.max_s,
@@ -544,6 +575,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
         ("(a) raw consume", f"{f['raw_consume_rps']:,.0f}/s", "one confluent-kafka consumer, no parsing"),
         ("(b) naive pyiceberg", f"{f['naive_pyiceberg_rps']:,.0f}/s",
          f"json.loads + pyarrow + append every {f['interval_ms']} ms ({naive.appends} appends)"),
+        ("spark alone", f"{f['spark_alone_rps']:,.0f}/s",
+         "JSON text files -> from_json -> zstd Parquet: no Kafka, no checks, no commit"),
         ("(c) sinklab, 1 table", f"{f['sinklab_rps']:,.0f}/s",
          f"{f['sinklab_vs_naive']:.1f}x naive, {f['sinklab_vs_raw']:.2f}x raw; {len(single.cycles)} cycle(s), "
          f"{f['spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
