@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
 from sinklab.sink.config import ConfigError, SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation, with_payload
 from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
@@ -217,7 +217,8 @@ class Coordinator:
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
             # Tombstones are skipped and counted, except that row-level tables delete the row they name.
-            records = prepared if self.config.row_level else prepared.where(F.col("value").isNotNull())
+            records = with_payload(prepared)
+            records = records if self.config.row_level else records.where(F.col("value").isNotNull())
             cycle = Cycle(plan, commit_id, vtts, counters)
             self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
             good = records.where(F.col(ERROR).isNull())
