@@ -418,7 +418,7 @@ def topic_timestamps(stack: Stack, topic: str) -> dict[int, tuple[np.ndarray, np
 
 def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: float, seconds: float,
             partitions: int) -> LatencyResult:
-    name = f"bench-latency-{interval_ms}"
+    name = f"{topic}-sink"  # one sink per topic: its snapshots are the ones this run measures
     count = int(rate * seconds)
     stack.create_topic(topic, partitions=partitions)
     sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms)).start()
