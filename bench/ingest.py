@@ -224,10 +224,13 @@ def spark_alone(stack: Stack, topic: str, workdir: Path) -> float:
     for f in files:
         f.close()
     schema = spark.table(f"sinklab.{SINGLE}").schema
-    started = time.monotonic()
-    (spark.read.text(str(texts)).select(F.from_json("value", schema).alias("r")).select("r.*")
-     .write.mode("overwrite").option("compression", "zstd").parquet(str(workdir / "parquet")))
-    return seen / (time.monotonic() - started)
+    best = float("inf")
+    for _ in range(2):  # the better of two: the first run also warms up the text and Parquet code paths
+        started = time.monotonic()
+        (spark.read.text(str(texts)).select(F.from_json("value", schema).alias("r")).select("r.*")
+         .write.mode("overwrite").option("compression", "zstd").parquet(str(workdir / "parquet")))
+        best = min(best, time.monotonic() - started)
+    return seen / best
 
 
 def raw_consume(stack: Stack, topic: str) -> float:
