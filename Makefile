@@ -9,7 +9,7 @@ S3_JARS := sagemaker-pyspark==1.4.5
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
-.PHONY: setup java test lint demo notebooks lab clean
+.PHONY: setup java test lint demo notebooks lab bench clean
 
 setup: $(STAMP) java
 
@@ -55,6 +55,10 @@ notebooks: setup
 
 lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks
+
+# Not part of the tests: figures with their baselines (bench/README.md); ARGS=--sweep 1000,5000 etc.
+bench: setup
+	$(PY) bench/ingest.py $(or $(ARGS),--quick)
 
 clean:
 	rm -rf $(VENV) .sinklab *.egg-info .pytest_cache .ruff_cache

@@ -173,3 +173,33 @@ def test_crash_with_dead_letters_then_restart_no_duplicates(stack: Stack, tmp_pa
     assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)
     letters = dead_letters(stack, dlq)
     assert sorted(letter["value"] for letter in letters) == sorted([BAD["type-mismatch"], BAD["malformed-json"]])
+
+
+# The record-level check takes a cheap parse first and the dearer one only for what it rejects; both
+# must agree with the parse that fills the columns, or a record could pass as clean and land as nulls.
+SHAPES = {
+    '{"a": 1}': None, '  {"a": {"b": [1, {"c": 2}]}}': None, '{"a": "\\u00e9\\"x"}': None, '{}': None,
+    '{"a": "\\q"}': "malformed-json", '{"a":1,}': "malformed-json", '{"a": 1': "malformed-json",
+    '': "malformed-json", '   ': "malformed-json", '{"a": NaN}': "malformed-json", '{"a": 01}': "malformed-json",
+    '{a: 1}': "malformed-json", '[1]': "not-an-object", '"s"': "not-an-object", '12': "not-an-object",
+    'null': "not-an-object",
+}
+
+
+def test_record_shapes_are_classified_like_the_parse_that_fills_columns(stack: Stack) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sinklab.sink.convert import ERROR, error_kind, prepare, to_rows, with_payload
+    from sinklab.sink.reader import RAW_DDL
+
+    texts = list(SHAPES)
+    raw = stack.spark.createDataFrame([("t", 0, i, 0, None, v.encode(), None) for i, v in enumerate(texts)], RAW_DDL)
+    prepared = with_payload(prepare(raw, False, [], None))
+    rows = to_rows(prepared.where(F.col(ERROR).isNull()), T.StructType([T.StructField("a", T.StringType())]))
+    kinds = {r.offset: r.kind for r in prepared.select("offset", error_kind(F.col(ERROR)).alias("kind")).collect()}
+    assert {texts[o]: k for o, k in kinds.items()} == SHAPES
+    # Every record that passed is an object the column parse reads.
+    parsed = {r.offset: r.a for r in rows.select("offset", "a").collect()}
+    assert sorted(parsed) == sorted(o for o, k in kinds.items() if k is None)
+    assert parsed[texts.index('{"a": 1}')] == "1"

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
 from sinklab.sink.config import ConfigError, SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, prepare, to_rows, with_operation
+from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation, with_payload
 from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
@@ -202,32 +202,37 @@ class Coordinator:
         commit_id = events.new_commit_id()
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
-        prepared: DataFrame | None = None
+        # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
+        # once (caching the raw records too cost a second cache and a job). Tombstones go through prepare to
+        # be counted; unless row-level tables take them as deletes, they are dropped right after.
+        prepared = prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                           self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None
+                           ).persist(StorageLevel.MEMORY_AND_DISK)
         staged: dict[str, Staged] = {}
         in_txn = False
         try:
-            stats = {(r.topic, r.partition): r for r in raw.groupBy("topic", "partition").agg(
+            stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
                 F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
             counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
             # Tombstones are skipped and counted, except that row-level tables delete the row they name.
-            deletes_by_key = self.config.row_level
-            records = raw if deletes_by_key else raw.where(F.col("value").isNotNull())
-            prepared = prepare(records, self.config.schemas_enable, self.config.transforms, self.config.route_field,
-                               self.config.cdc_field, self.config.default_id_columns if deletes_by_key else None
-                               ).persist(StorageLevel.MEMORY_AND_DISK)
+            records = with_payload(prepared)
+            records = records if self.config.row_level else records.where(F.col("value").isNotNull())
             cycle = Cycle(plan, commit_id, vtts, counters)
-            self._bad(cycle, prepared.where(F.col(ERROR).isNotNull()), None)
-            good = prepared.where(F.col(ERROR).isNull())
+            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+            good = records.where(F.col(ERROR).isNull())
             states = self._destinations(cycle, good, configured)
             rows: dict[str, DataFrame] = {}
             for name in list(states):
-                states[name], rows[name] = self._rows(cycle, states[name], route.records_for(self.config, good, name))
+                states[name], rows[name], converted = self._rows(cycle, states[name],
+                                                                 route.records_for(self.config, good, name))
                 result = self._stage(cycle, states[name], rows[name])
                 if result is not None:
                     staged[name] = result
+                # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
+                if converted is not None and converted.counted() != 0:
+                    self._bad(cycle, converted.bad(), name)
             crash_point("after-data-files")
 
             commit_started = time.monotonic()
@@ -269,9 +274,7 @@ class Coordinator:
                 self._abort()
             for name, stage in staged.items():
                 self._forget_stage(name, stage.stage)
-            if prepared is not None:
-                prepared.unpersist()
-            raw.unpersist()
+            prepared.unpersist()
 
     def _load(self, name: str) -> TableState:
         state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
@@ -332,8 +335,10 @@ class Coordinator:
             log.info("sink %s: %d records routed to no table were skipped", self.config.name, nowhere)
         return states
 
-    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame) -> tuple[TableState, DataFrame]:
-        """The table's rows from its records: created, evolved and converted; bad ones handled."""
+    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame
+              ) -> tuple[TableState, DataFrame, BadRows | None]:
+        """The table's good rows from its records: created, evolved and converted. Bad rows of a
+        row-level table are handled here; an append's are counted by its write (``BadRows``)."""
         if not state.exists:
             if not self.config.auto_create:
                 raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
@@ -356,10 +361,15 @@ class Coordinator:
             schema = self.spark.table(target).schema
             state = self._load(state.name)
         rows = to_rows(records, schema, self.config.schema_case_insensitive)
+        checked: BadRows | None = None
         if self.config.row_level:
+            # A MERGE runs its source in several jobs; only an append is known to count every row in one.
             rows = with_operation(rows, self._ids(state), self.config.cdc_field)
-        self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
-        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP)
+            self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
+        else:
+            checked = BadRows(rows)
+            rows = checked.observed
+        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked
 
     def _stage(self, cycle: Cycle, state: TableState, rows: DataFrame) -> Staged | None:
         fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)

@@ -58,6 +58,7 @@ class IcebergSink:
     def _connect(self) -> Coordinator:
         if self._coordinator is None:
             from sinklab.sink.coordinator import Coordinator
+            from sinklab.stack.spark import SINK_SESSION_CONF
 
             ignored = sorted(k for k in self.config.catalog_properties if k in CATALOG_CONNECTION_KEYS)
             if ignored:
@@ -66,7 +67,7 @@ class IcebergSink:
             # The sink's own session: its staging settings must never leak into the user's queries.
             self.stack.register_spark_catalog(self.config.catalog_name)
             spark = self.stack.spark.newSession()
-            for key, value in self.stack.spark_catalog_conf(self.config.catalog_name).items():
+            for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():
                 spark.conf.set(key, value)
             self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())
         return self._coordinator

@@ -1,0 +1,639 @@
+"""Ingest throughput and visibility latency of the sink, with its baselines measured in the same run.
+
+    .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
+                                     [--sweep 1000,2000,5000,10000] [--profile]
+
+On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
+
+- raw consume: one confluent-kafka consumer reads the topic, touching nothing (the broker's limit);
+- naive: what a user would write instead: one Python process, confluent-kafka, ``json.loads``,
+  a pyarrow table and a pyiceberg ``append`` (then an offset commit) once per commit interval;
+- sinklab: the sink drains the same backlog with the same commit interval, exactly-once, into one
+  table and fanned out to three (static routing on ``sauce``). The tables exist beforehand: a
+  warm-up cycle creates them (its time is reported as ``auto_create_s``);
+- fixed cost: cycles that carry one record each;
+- latency: events are produced at a fixed rate for T seconds while the sink runs in the
+  background; each record's visibility latency is the publish time of the first snapshot whose
+  ``sinklab.offsets`` pass it minus the record's Kafka timestamp.
+
+Prints a table, then one JSON object as the last line. Not a test: nothing here asserts a duration.
+Run it alone (``flock /tmp/sinklab-spark.lock ...`` on shared machines): the figures are only
+comparable with each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import Consumer, TopicPartition
+
+from sinklab.generators import PizzaGenerator
+from sinklab.sink import IcebergSink, events, read_control_log
+from sinklab.sink.progress import parse_offsets
+from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
+from sinklab.stack import Stack
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
+
+    from sinklab.sink.coordinator import CycleResult
+
+NAMESPACE = "bench"
+SINGLE = f"{NAMESPACE}.pizzas"
+NAIVE = f"{NAMESPACE}.naive"
+# Static fan-out on the sauce: each record lands in exactly one of three tables, about a third each.
+FANOUT = {f"{NAMESPACE}.sauce_mild": "regular|light", f"{NAMESPACE}.sauce_rich": "extra|none",
+          f"{NAMESPACE}.sauce_special": "bbq|alfredo"}
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ---- memory: the whole process tree this run starts (driver, Spark JVM and its Python workers, broker, catalog)
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: the fields after the last ')' are fixed.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(entry.name))
+    return kids
+
+
+def _rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except OSError:
+        return 0
+
+
+def _kind(pid: int, services: set[int]) -> str:
+    if pid == os.getpid():
+        return "driver"
+    if pid in services:
+        return "services"
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "other"
+    return "spark" if b"java" in cmd.split(b"\0", 1)[0] or b"pyspark" in cmd else "other"
+
+
+class RssSampler:
+    """Peak RSS of the process tree, overall and per phase, sampled every ``every`` seconds."""
+
+    def __init__(self, services: set[int], every: float = 0.2):
+        self.services, self.every = services, every
+        self.peak: dict[str, int] = {}
+        self.phase_peak: dict[str, int] = {}
+        self._phase: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self._phase = name
+        try:
+            yield
+        finally:
+            self.sample()
+            self._phase = None
+
+    def sample(self) -> None:
+        kids = _children()
+        by_kind: dict[str, int] = {}
+        todo = [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            kind = _kind(pid, self.services)
+            by_kind[kind] = by_kind.get(kind, 0) + _rss(pid)
+            todo.extend(kids.get(pid, []))
+        total = sum(by_kind.values())
+        by_kind["total"] = total
+        for kind, value in by_kind.items():
+            self.peak[kind] = max(self.peak.get(kind, 0), value)
+        if self._phase is not None:
+            self.phase_peak[self._phase] = max(self.phase_peak.get(self._phase, 0), total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+
+# ---- Spark jobs, from the driver's status store (kept with or without the UI)
+
+@dataclass
+class SparkJob:
+    id: int
+    name: str
+    seconds: float
+    tasks: int
+
+
+def spark_jobs(spark: SparkSession, after: int) -> list[SparkJob]:
+    """Finished jobs with an id above ``after``, oldest first."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
+    jobs = jvm.scala.collection.JavaConverters.seqAsJavaListConverter(store.jobsList(None)).asJava()
+    out = []
+    for job in jobs:
+        if job.jobId() <= after or job.completionTime().isEmpty() or job.submissionTime().isEmpty():
+            continue
+        seconds = (job.completionTime().get().getTime() - job.submissionTime().get().getTime()) / 1000
+        out.append(SparkJob(job.jobId(), job.name(), seconds, job.numTasks()))
+    return sorted(out, key=lambda j: j.id)
+
+
+def last_job_id(spark: SparkSession) -> int:
+    jobs = spark_jobs(spark, -1)
+    return jobs[-1].id if jobs else -1
+
+
+# ---- the backlog and the two baselines
+
+def produce(stack: Stack, topic: str, count: int, partitions: int, seed: int = 1,
+            rate: float | None = None) -> float:
+    """Produce ``count`` pizzas into a fresh topic; returns events/s."""
+    stack.create_topic(topic, partitions=partitions)
+    run = PizzaGenerator(seed=seed).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
+    assert run.delivered == count, run
+    return run.events_per_second
+
+
+def assign_all(stack: Stack, topic: str, **conf: Any) -> tuple[Consumer, int]:
+    """A consumer assigned to every partition of ``topic`` from the start, and how many records it holds."""
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, **conf})
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    total = 0
+    assignment = []
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        total += high - low
+        assignment.append(TopicPartition(topic, p, low))
+    consumer.assign(assignment)
+    return consumer, total
+
+
+def spark_alone(stack: Stack, topic: str, workdir: Path) -> float:
+    """Records/s of Spark alone on these cores: the topic's values, from local text files (one per
+    core), parsed into the sink's table columns and written as zstd Parquet. No Kafka, no type checks,
+    no Iceberg commit, no exactly-once: what any Spark pipeline here spends at the least."""
+    from pyspark.sql import functions as F
+
+    spark = stack.spark
+    consumer, total = assign_all(stack, topic)
+    cores = spark.sparkContext.defaultParallelism
+    texts = workdir / "values"
+    texts.mkdir(parents=True, exist_ok=True)
+    files = [(texts / f"part-{i}.json").open("wb") for i in range(cores)]
+    seen = 0
+    while seen < total:
+        for m in consumer.consume(10_000, timeout=1.0):
+            files[seen % cores].write(m.value() + b"\n")
+            seen += 1
+    consumer.close()
+    for f in files:
+        f.close()
+    schema = spark.table(f"sinklab.{SINGLE}").schema
+    best = float("inf")
+    for _ in range(2):  # the better of two: the first run also warms up the text and Parquet code paths
+        started = time.monotonic()
+        (spark.read.text(str(texts)).select(F.from_json("value", schema).alias("r")).select("r.*")
+         .write.mode("overwrite").option("compression", "zstd").parquet(str(workdir / "parquet")))
+        best = min(best, time.monotonic() - started)
+    return seen / best
+
+
+def raw_consume(stack: Stack, topic: str) -> float:
+    consumer, total = assign_all(stack, topic)
+    seen = 0
+    started = time.monotonic()
+    while seen < total:
+        seen += len(consumer.consume(10_000, timeout=1.0))
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return seen / elapsed
+
+
+@dataclass
+class NaiveResult:
+    rps: float
+    appends: int
+    files_per_append: float
+
+
+def naive_pyiceberg(stack: Stack, topic: str, table: Table, interval_s: float) -> NaiveResult:
+    """The loop a user writes without a sink: consume, json.loads, pyarrow, pyiceberg append per interval.
+
+    At-least-once (append, then commit offsets): cheaper than the sink's protocol, never dearer.
+    """
+    schema = table.schema().as_arrow()
+    consumer, total = assign_all(stack, topic)
+    rows: list[dict[str, Any]] = []
+    seen = appends = files = 0
+    started = last = time.monotonic()
+
+    def flush() -> None:
+        nonlocal rows, appends, files, last
+        if rows:
+            before = table.current_snapshot()
+            table.append(pa.Table.from_pylist(rows, schema=schema))
+            consumer.commit(asynchronous=False)
+            snap = table.current_snapshot()
+            if snap is not None and snap != before and snap.summary is not None:
+                files += int(snap.summary.additional_properties.get("added-data-files", 0))
+            appends += 1
+            rows = []
+        last = time.monotonic()
+
+    while seen < total:
+        for m in consumer.consume(10_000, timeout=1.0):
+            if m.error() is None and m.value() is not None:
+                rows.append(json.loads(m.value()))
+                seen += 1
+        if time.monotonic() - last >= interval_s:
+            flush()
+    flush()
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return NaiveResult(seen / elapsed, appends, files / max(appends, 1))
+
+
+# ---- sinklab
+
+def sink_config(name: str, topic: str, tables: list[str], interval_ms: int) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": name, "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
+        "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
+        "value.converter.schemas.enable": "false",
+    }
+    if len(tables) > 1:
+        config["iceberg.tables.route-field"] = "sauce"
+        config.update({f"iceberg.table.{t}.route-regex": FANOUT[t] for t in tables})
+    return config
+
+
+@dataclass
+class DrainResult:
+    records: int
+    seconds: float
+    cycles: list[CycleResult]
+    jobs: list[list[SparkJob]]
+
+    @property
+    def rps(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def files_per_table_commit(self) -> int:
+        return max((len(s.data_files) for c in self.cycles for s in c.tables.values()), default=0)
+
+
+def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: int, expected: int) -> DrainResult:
+    """Cycles as the running sink makes them (one per interval, or back to back when a cycle takes
+    longer), until every record of the backlog is committed."""
+    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms))
+    spark = stack.spark
+    cycles: list[CycleResult] = []
+    jobs: list[list[SparkJob]] = []
+    try:
+        started = time.monotonic()
+        while sum(c.records for c in cycles) < expected:
+            began = time.monotonic()
+            before = last_job_id(spark)
+            result = sink.run_once()
+            if result is None:
+                time.sleep(0.05)
+                continue
+            cycles.append(result)
+            jobs.append(spark_jobs(spark, before))
+            if sum(c.records for c in cycles) < expected:
+                time.sleep(max(0.0, interval_ms / 1000 - (time.monotonic() - began)))
+        seconds = time.monotonic() - started
+    finally:
+        sink.stop()
+    return DrainResult(sum(c.records for c in cycles), seconds, cycles, jobs)
+
+
+def warm_up(stack: Stack, records: int, interval_ms: int) -> float:
+    """Create the tables (auto-create, from 2,000 events; returns the seconds that took), then drain
+    ``records`` more through both sinks so that the measured drains run on a warm JVM, as a sink
+    that has been running does."""
+    produce(stack, "bench-create", 2_000, partitions=1, seed=99)
+    produce(stack, "bench-warm", records, partitions=6, seed=98)
+    started = time.monotonic()
+    for name, tables in (("bench-create-single", [SINGLE]), ("bench-create-fanout", list(FANOUT))):
+        drain(stack, name, "bench-create", tables, interval_ms, 2_000)
+    created = time.monotonic() - started
+    for name, tables in (("bench-warm-single", [SINGLE]), ("bench-warm-fanout", list(FANOUT))):
+        drain(stack, name, "bench-warm", tables, interval_ms, records)
+    return created
+
+
+def drop_topics(stack: Stack, topics: list[str]) -> None:
+    """The embedded broker rewrites its whole state (one JSON file) after any change: with a million
+    records kept, each commit cost it ~2 CPU-s (measured), which a 2-core machine takes from the sink."""
+    admin = stack.admin()  # held: a client collected before its futures resolve fails them
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
+        future.result(30)
+
+
+def fixed_cost(stack: Stack, topic: str, interval_ms: int, cycles: int = 3) -> tuple[float, float]:
+    """Median seconds of a cycle that carries one record (the per-cycle overhead), and of one that
+    finds nothing new."""
+    stack.create_topic(topic, partitions=1)
+    sink = IcebergSink(stack, sink_config("bench-fixed", topic, [SINGLE], interval_ms))
+    times = []
+    try:
+        for i in range(cycles):
+            produce(stack, topic, 1, partitions=1, seed=1000 + i)
+            began = time.monotonic()
+            assert sink.run_once() is not None
+            times.append(time.monotonic() - began)
+        began = time.monotonic()
+        assert sink.run_once() is None
+        empty = time.monotonic() - began
+    finally:
+        sink.stop()
+    return statistics.median(times), empty
+
+
+# ---- visibility latency
+
+@dataclass
+class LatencyResult:
+    interval_ms: int
+    rate: float
+    records: int
+    p50_s: float
+    p99_s: float
+    max_s: float
+    p99_snapshot_ts_s: float
+    commits: int
+    files_per_commit: float
+    records_per_commit: float
+    cycle_s: list[float] = field(default_factory=list)
+
+
+def topic_timestamps(stack: Stack, topic: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per partition: offsets and Kafka timestamps (ms) of every record."""
+    consumer, total = assign_all(stack, topic)
+    found: dict[int, tuple[list[int], list[int]]] = {}
+    seen = 0
+    while seen < total:
+        for m in consumer.consume(10_000, timeout=1.0):
+            offsets, stamps = found.setdefault(m.partition(), ([], []))
+            offsets.append(m.offset())
+            stamps.append(m.timestamp()[1])
+            seen += 1
+    consumer.close()
+    return {p: (np.array(o), np.array(t)) for p, (o, t) in found.items()}
+
+
+def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: float, seconds: float,
+            partitions: int) -> LatencyResult:
+    name = f"{topic}-sink"  # one sink per topic: its snapshots are the ones this run measures
+    count = int(rate * seconds)
+    stack.create_topic(topic, partitions=partitions)
+    sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms)).start()
+    try:
+        PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
+        highs = {p: h for p, (_, h) in ((p, stack_watermarks(stack, topic, p)) for p in range(partitions))}
+        deadline = time.monotonic() + interval_ms / 1000 + 120
+        while True:
+            state = load_state(stack.catalog, table_name, "main", name)
+            done = state.offsets.get(topic, {})
+            if all(done.get(p, 0) >= h for p, h in highs.items()):
+                break
+            if time.monotonic() > deadline or sink.status().state == "FAILED":
+                raise RuntimeError(f"the sink did not commit all of {topic}: {sink.status()}")
+            time.sleep(0.2)
+    finally:
+        sink.stop()
+    table = stack.catalog.load_table(identifier(table_name))
+    published = {e.snapshot_id: e.timestamp_ms for e in table.metadata.snapshot_log}
+    commits = []  # (publish ms, snapshot ms, offsets, files, records) in commit order
+    for snap in table.metadata.snapshots:
+        props = snap.summary.additional_properties if snap.summary else {}
+        if props.get(SINK_PROP) != name:
+            continue
+        offsets = parse_offsets(props[OFFSETS_PROP]).get(topic, {})
+        commits.append((published.get(snap.snapshot_id, snap.timestamp_ms), snap.timestamp_ms, offsets,
+                        int(props.get("added-data-files", 0)), int(props.get("added-records", 0))))
+    commits.sort(key=lambda c: c[0])
+    visible, stamped = [], []
+    for partition, (offsets, stamps) in topic_timestamps(stack, topic).items():
+        ends = [c[2].get(partition, 0) for c in commits]
+        # Offsets recorded per partition never go back, so the first commit past an offset is a bisection.
+        idx = np.array([bisect.bisect_right(ends, int(o)) for o in offsets])
+        assert (idx < len(commits)).all(), "a record no commit covers"
+        visible.append(np.array([commits[i][0] for i in idx]) - stamps)
+        stamped.append(np.array([commits[i][1] for i in idx]) - stamps)
+    lat = np.concatenate(visible) / 1000
+    lat_snap = np.concatenate(stamped) / 1000
+    with_data = [c for c in commits if c[4] > 0]
+    log = read_control_log(stack.bootstrap_servers, sink=name)
+    complete = log[log["type"] == events.COMMIT_COMPLETE]
+    cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
+    return LatencyResult(
+        interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
+        float(np.percentile(lat_snap, 99)), len(with_data),
+        statistics.mean(c[3] for c in with_data) if with_data else 0.0,
+        statistics.mean(c[4] for c in with_data) if with_data else 0.0, cycle_s)
+
+
+def stack_watermarks(stack: Stack, topic: str, partition: int) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "bench-watermarks"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low), int(high)
+    finally:
+        consumer.close()
+
+
+# ---- the run
+
+def create_naive_table(stack: Stack) -> Table:
+    """The naive loop's table, with the columns the sink inferred for the same events."""
+    like = stack.catalog.load_table(identifier(SINGLE))
+    if stack.catalog.table_exists(identifier(NAIVE)):
+        stack.catalog.drop_table(identifier(NAIVE))
+    return stack.catalog.create_table(identifier(NAIVE), schema=like.schema())
+
+
+def print_table(rows: list[tuple[str, str, str]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    for label, value, note in rows:
+        print(f"{label:<{width}}  {value:>14}  {note}")
+
+
+def main() -> None:  # noqa: C901 - one section per measurement
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--interval-ms", type=int, default=5_000, help="commit interval (sink and naive baseline)")
+    parser.add_argument("--latency-rate", type=float, default=5_000, help="events/s in latency mode")
+    parser.add_argument("--latency-seconds", type=float, default=60)
+    parser.add_argument("--sweep", default="", help="comma-separated commit intervals (ms) to measure latency and "
+                                                    "the naive baseline at")
+    parser.add_argument("--profile", action="store_true", help="print the Spark jobs of each drain cycle")
+    parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.latency_seconds, args.sweep = 200_000, 20, ""
+    sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
+    figures: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "interval_ms": args.interval_ms}
+    began = time.monotonic()
+    with Stack.embedded() as stack:
+        services = {pid for pid in stack.info.pids.values() if pid}
+        with RssSampler(services) as rss:
+            with rss.phase("produce"):
+                figures["produce_rps"] = produce(stack, "bench-backlog", args.records, args.partitions)
+            with rss.phase("raw"):
+                figures["raw_consume_rps"] = raw_consume(stack, "bench-backlog")
+            with rss.phase("warm-up"):
+                stack.spark  # noqa: B018 - the JVM's start is no part of any figure
+                figures["auto_create_s"] = warm_up(stack, min(args.records // 5, 200_000), args.interval_ms)
+            with rss.phase("naive"):
+                naive = naive_pyiceberg(stack, "bench-backlog", create_naive_table(stack), args.interval_ms / 1000)
+            figures["naive_pyiceberg_rps"] = naive.rps
+            with rss.phase("spark-alone"), tempfile.TemporaryDirectory(prefix="sinklab-bench-") as scratch:
+                figures["spark_alone_rps"] = spark_alone(stack, "bench-backlog", Path(scratch))
+            with rss.phase("sinklab"):
+                single = drain(stack, "bench-single", "bench-backlog", [SINGLE], args.interval_ms, args.records)
+            with rss.phase("fanout"):
+                fanout = drain(stack, "bench-fanout", "bench-backlog", list(FANOUT), args.interval_ms, args.records)
+            with rss.phase("fixed"):
+                figures["cycle_fixed_s"], figures["empty_cycle_s"] = fixed_cost(stack, "bench-fixed", args.interval_ms)
+            naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
+                                           interval / 1000) for interval in sweep]
+            drop_topics(stack, ["bench-backlog", "bench-warm", "bench-create"])
+            with rss.phase("latency"):
+                lat = latency(stack, "bench-latency", SINGLE, args.interval_ms, args.latency_rate,
+                              args.latency_seconds, args.partitions)
+            swept = []
+            for interval, n in zip(sweep, naive_swept, strict=True):
+                seconds = max(args.latency_seconds, 4 * interval / 1000)
+                topic = f"bench-sweep-{interval}"
+                swept.append((n, latency(stack, topic, SINGLE, interval, args.latency_rate, seconds, args.partitions)))
+                drop_topics(stack, [topic])
+    figures.update(
+        sinklab_rps=single.rps, fanout_rps=fanout.rps,
+        files_per_table_commit=max(single.files_per_table_commit, fanout.files_per_table_commit),
+        write_tasks=_write_tasks(single),
+        sinklab_cycles=len(single.cycles), spark_jobs_per_cycle=statistics.mean(len(j) for j in single.jobs),
+        fanout_spark_jobs_per_cycle=statistics.mean(len(j) for j in fanout.jobs),
+        p50_visibility_s=lat.p50_s, p99_visibility_s=lat.p99_s, max_visibility_s=lat.max_s,
+        p99_visibility_snapshot_ts_s=lat.p99_snapshot_ts_s, latency_rate=lat.rate, latency_records=lat.records,
+        latency_commits=lat.commits, latency_files_per_commit=lat.files_per_commit,
+        latency_cycle_s_mean=statistics.mean(lat.cycle_s), latency_cycle_s_max=max(lat.cycle_s),
+        peak_rss_mb=rss.peak["total"] / 2**20,
+        peak_rss_by_process_mb={k: v / 2**20 for k, v in rss.peak.items() if k != "total"},
+        peak_rss_by_phase_mb={k: v / 2**20 for k, v in rss.phase_peak.items()},
+        naive_appends=naive.appends, elapsed_s=time.monotonic() - began,
+    )
+    figures["sinklab_vs_naive"] = figures["sinklab_rps"] / figures["naive_pyiceberg_rps"]
+    figures["sinklab_vs_raw"] = figures["sinklab_rps"] / figures["raw_consume_rps"]
+    figures["sinklab_vs_spark_alone"] = figures["sinklab_rps"] / figures["spark_alone_rps"]
+    if swept:
+        figures["sweep"] = [{"interval_ms": lt.interval_ms, "naive_pyiceberg_rps": n.rps, "naive_appends": n.appends,
+                             "p50_visibility_s": lt.p50_s, "p99_visibility_s": lt.p99_s, "max_visibility_s": lt.max_s,
+                             "commits": lt.commits, "records_per_commit": lt.records_per_commit,
+                             "cycle_s_mean": statistics.mean(lt.cycle_s),
+                             "files_per_commit": lt.files_per_commit} for n, lt in swept]
+
+    f = figures
+    rows = [
+        ("records in the backlog", f"{f['records']:,}", f"{f['partitions']} partitions, pizza events"),
+        ("produce", f"{f['produce_rps']:,.0f}/s", "generator -> broker (idempotent producer)"),
+        ("(a) raw consume", f"{f['raw_consume_rps']:,.0f}/s", "one confluent-kafka consumer, no parsing"),
+        ("(b) naive pyiceberg", f"{f['naive_pyiceberg_rps']:,.0f}/s",
+         f"json.loads + pyarrow + append every {f['interval_ms']} ms ({naive.appends} appends)"),
+        ("spark alone", f"{f['spark_alone_rps']:,.0f}/s",
+         "JSON text files -> from_json -> zstd Parquet: no Kafka, no checks, no commit"),
+        ("(c) sinklab, 1 table", f"{f['sinklab_rps']:,.0f}/s",
+         f"{f['sinklab_vs_naive']:.1f}x naive, {f['sinklab_vs_raw']:.2f}x raw; {len(single.cycles)} cycle(s), "
+         f"{f['spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
+        ("(c) sinklab, fan-out to 3", f"{f['fanout_rps']:,.0f}/s",
+         f"{f['fanout_spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
+        ("files per table commit", f"{f['files_per_table_commit']}", f"write tasks: {f['write_tasks']}"),
+        ("auto-create", f"{f['auto_create_s']:.1f} s", "two sinks creating 1 + 3 tables from 2,000 events (cold JVM)"),
+        ("fixed cost per cycle", f"{f['cycle_fixed_s']:.2f} s",
+         f"median cycle carrying one record; a cycle with nothing new {f['empty_cycle_s']:.2f} s"),
+        ("visibility p50 / p99", f"{f['p50_visibility_s']:.2f} / {f['p99_visibility_s']:.2f} s",
+         f"{lat.rate:,.0f} events/s for {args.latency_seconds:.0f} s, interval {f['interval_ms']} ms, "
+         f"{lat.commits} commits, {lat.files_per_commit:.1f} files/commit, cycles {f['latency_cycle_s_mean']:.2f} s "
+         f"mean / {f['latency_cycle_s_max']:.2f} s max"),
+        ("peak RSS", f"{f['peak_rss_mb']:,.0f} MB",
+         ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_process_mb"].items())),
+    ]
+    print_table(rows)
+    print("peak RSS by phase (MB): " + ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_phase_mb"].items()))
+    if swept:
+        print(f"\n{'interval ms':>11} {'naive rec/s':>12} {'appends':>8} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
+              f"{'commits':>8} {'rec/commit':>11} {'files/commit':>13} {'cycle s':>8}")
+        for s in f["sweep"]:
+            print(f"{s['interval_ms']:>11} {s['naive_pyiceberg_rps']:>12,.0f} {s['naive_appends']:>8} "
+                  f"{s['p50_visibility_s']:>7.2f} {s['p99_visibility_s']:>7.2f} {s['max_visibility_s']:>7.2f} "
+                  f"{s['commits']:>8} {s['records_per_commit']:>11,.0f} {s['files_per_commit']:>13.1f} "
+                  f"{s['cycle_s_mean']:>8.2f}")
+    if args.profile:
+        for label, result in (("1 table", single), ("fan-out", fanout)):
+            for i, (cycle, jobs) in enumerate(zip(result.cycles, result.jobs, strict=True)):
+                in_jobs = sum(j.seconds for j in jobs)
+                total = cycle.duration_ms / 1000
+                print(f"\n{label} cycle {i}: {cycle.records:,} records, {total:.2f} s, {len(jobs)} Spark jobs "
+                      f"({in_jobs:.2f} s), outside jobs {total - in_jobs:.2f} s")
+                for j in jobs:
+                    print(f"  job {j.id:>4} {j.seconds:>7.2f} s  {j.name}")
+                for s in cycle.tables.values():
+                    print(f"  {s.table}: write {s.write_ms} ms, publish {s.commit_ms} ms, {len(s.data_files)} files")
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in _rounded(figures).items()}))
+
+
+def _write_tasks(result: DrainResult) -> int:
+    """Tasks of the cycle's widest write (Iceberg appends run as jobs named ``append``)."""
+    return max((j.tasks for jobs in result.jobs for j in jobs if j.name.startswith("append")), default=0)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+if __name__ == "__main__":
+    main()
