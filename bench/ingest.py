@@ -188,19 +188,23 @@ def produce(stack: Stack, topic: str, count: int, partitions: int, seed: int = 1
     return run.events_per_second
 
 
+def watermarks(stack: Stack, topic: str) -> dict[int, tuple[int, int]]:
+    """(low, high) offsets of every partition of ``topic``."""
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "bench-watermarks"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in partitions}
+    finally:
+        consumer.close()
+
+
 def assign_all(stack: Stack, topic: str, **conf: Any) -> tuple[Consumer, int]:
     """A consumer assigned to every partition of ``topic`` from the start, and how many records it holds."""
+    marks = watermarks(stack, topic)
     consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"bench-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, **conf})
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    total = 0
-    assignment = []
-    for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        total += high - low
-        assignment.append(TopicPartition(topic, p, low))
-    consumer.assign(assignment)
-    return consumer, total
+    consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in marks.items()])
+    return consumer, sum(high - low for low, high in marks.values())
 
 
 def spark_alone(stack: Stack, topic: str, workdir: Path) -> float:
@@ -427,7 +431,7 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
     sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms)).start()
     try:
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
-        highs = {p: h for p, (_, h) in ((p, stack_watermarks(stack, topic, p)) for p in range(partitions))}
+        highs = {p: high for p, (_, high) in watermarks(stack, topic).items()}
         deadline = time.monotonic() + interval_ms / 1000 + 120
         while True:
             state = load_state(stack.catalog, table_name, "main", name)
@@ -469,15 +473,6 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
         float(np.percentile(lat_snap, 99)), len(with_data),
         statistics.mean(c[3] for c in with_data) if with_data else 0.0,
         statistics.mean(c[4] for c in with_data) if with_data else 0.0, cycle_s)
-
-
-def stack_watermarks(stack: Stack, topic: str, partition: int) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "bench-watermarks"})
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        return int(low), int(high)
-    finally:
-        consumer.close()
 
 
 # ---- the run
@@ -617,7 +612,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
                     print(f"  job {j.id:>4} {j.seconds:>7.2f} s  {j.name}")
                 for s in cycle.tables.values():
                     print(f"  {s.table}: write {s.write_ms} ms, publish {s.commit_ms} ms, {len(s.data_files)} files")
-    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in _rounded(figures).items()}))
+    print(json.dumps(_rounded(figures)))
 
 
 def _write_tasks(result: DrainResult) -> int:

@@ -192,8 +192,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         from sinklab.sink.transforms import apply_in_spark
 
         out = apply_in_spark(out, transforms)
-        payload = F.col(PAYLOAD)
-    elif not as_came:
+    if not as_came:
         payload = F.col(PAYLOAD)
     route = F.get_json_object(payload, f"$.{route_field}") if route_field else F.lit(None).cast("string")
     op = F.get_json_object(payload, f"$.{cdc_field}") if cdc_field else F.lit(None).cast("string")
