@@ -36,21 +36,29 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     path = _stack_file(args.workdir)
     if args.compose:
         return _stack_up_compose(args, path)
-    if path.exists():
-        info = StackInfo.model_validate_json(path.read_text())
-        alive = [name for name, pid in info.pids.items() if pid and pid_alive(pid)]
-        if alive:
+    previous = StackInfo.model_validate_json(path.read_text()) if path.exists() else None
+    resume = None
+    if previous is not None and previous.kind == "embedded":
+        alive = [name for name, pid in previous.pids.items() if pid and pid_alive(pid)]
+        if alive and len(alive) == len(previous.pids):
             raise CliError(f"a stack is already running in {path.parent} ({', '.join(alive)}); "
                            f"`sinklab stack down --workdir {args.workdir}` first")
+        if alive:
+            if previous.storage != args.storage:
+                raise CliError(f"the stack in {path.parent} runs with --storage {previous.storage}, "
+                               f"not {args.storage}; `sinklab stack down --workdir {args.workdir}` first")
+            # Some of its processes died: start those again, keep the others.
+            resume = previous
     started = time.monotonic()
-    stack = Stack.embedded(path.parent, catalog_token=args.token, storage=args.storage)
+    stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous)
     try:
         stack.write(path)
     except BaseException:
         stack.close()
         raise
+    restarted = [name for name in stack.info.pids if not (resume and resume.pids.get(name) == stack.info.pids[name])]
     info = stack.detach()
-    print(f"stack ready in {time.monotonic() - started:.1f}s; described in {path}")
+    print(f"stack ready in {time.monotonic() - started:.1f}s ({', '.join(restarted)} started); described in {path}")
     print(f"  bootstrap_servers  {info.bootstrap_servers}")
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
@@ -64,9 +72,9 @@ def _stack_up_compose(args: argparse.Namespace, path: Path) -> int:
     """Connect to compose.yaml's services; they are Docker's to start and stop, never sinklab's."""
     from sinklab.stack.compose import ComposeNotRunning
 
-    if args.storage != "local" or args.token:
-        raise CliError("--compose connects to the compose stack as compose.yaml configures it (MinIO storage, "
-                       "no token); drop --storage/--token")
+    if args.storage != "local":
+        raise CliError("--compose connects to the compose stack as compose.yaml configures it (MinIO storage); "
+                       "drop --storage")
     try:
         stack = Stack.compose(inside=False)
     except ComposeNotRunning as exc:
@@ -228,7 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
     up = stack_sub.add_parser("up", help="start broker and catalog in the background (or connect to the compose "
                                          "stack); writes DIR/stack.json")
     up.add_argument("--workdir", required=True)
-    up.add_argument("--token", help="bearer token the REST catalog requires")
     up.add_argument("--storage", choices=["local", "s3"], default="local",
                     help="where the warehouse lives: the workdir (local) or an embedded S3 server "
                          "(s3; needs sinklab[s3])")

@@ -70,7 +70,7 @@ def test_restart_keeps_data(tmp_path: Path) -> None:
             producer.produce("kept", value=str(i))
         assert producer.flush(30) == 0
         broker.stop()
-        broker = EmbeddedBroker(tmp_path, port=broker.port)
+        broker = EmbeddedBroker(tmp_path, port=broker.port, controller_port=broker.controller_port)
         broker.start()
         assert consume_all(broker.bootstrap_servers, "kept") == [str(i).encode() for i in range(50)]
     finally:

@@ -1,4 +1,13 @@
-"""The embedded REST catalog server as a managed process."""
+"""The embedded Iceberg REST catalog: Apache Iceberg's own ``RESTCatalogServer``, on loopback.
+
+It is the server inside the ``apache/iceberg-rest-fixture`` image (compose.yaml runs the same one):
+Iceberg's ``RESTCatalogAdapter`` over a ``JdbcCatalog`` on a SQLite file, so the catalog persists
+across ``stack down``/``up``. The server's ``main`` binds every interface, so this module starts it
+the way ``main`` does, through py4j (shipped with PySpark), with its one connector on 127.0.0.1.
+``CATALOG_*`` environment variables still become catalog properties, as in the image.
+
+``catalog_server.py`` is the process itself.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ from pathlib import Path
 
 import requests
 
+from sinklab.stack import jars
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 
@@ -20,60 +30,58 @@ def write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
+def server_properties(db: Path, warehouse: str, io_properties: dict[str, str] | None = None) -> dict[str, str]:
+    """Catalog properties of the embedded server (the ones the image takes as ``CATALOG_*``)."""
+    props = {
+        "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        "uri": f"jdbc:sqlite:file:{db}",
+        # V1 adds views; the catalog's own default would refuse them.
+        "jdbc.schema-version": "V1",
+        "warehouse": warehouse,
+    }
+    if io_properties:
+        # S3FileIO on the server, and the same credentials handed to every client in each
+        # load-table response (RESTServerCatalogAdapter's include-credentials), as a vending
+        # catalog does.
+        props.update(io_properties)
+        props["io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        props["include-credentials"] = "true"
+    return props
+
+
 class EmbeddedCatalog:
     def __init__(
         self,
         workdir: Path,
         port: int | None = None,
-        token: str | None = None,
         warehouse: str | None = None,
-        table_config: dict[str, str] | None = None,
         io_properties: dict[str, str] | None = None,
         db: Path | None = None,
     ):
         self.workdir = workdir
         self.port = port or free_port()
-        self.token = token
         self.warehouse = warehouse or (workdir / "warehouse").resolve().as_uri()
         self.db = db or workdir / "catalog.db"
-        argv = [
-            sys.executable,
-            "-m",
-            "sinklab.catalog.server",
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(self.port),
-            "--db",
-            str(self.db),
-            "--warehouse",
-            self.warehouse,
-            "--table-config",
-            json.dumps(table_config or {}),
-        ]
-        if token:
-            # A file, not an argument: arguments are visible to every user in `ps`.
-            token_file = workdir / "catalog.token"
-            write_private(token_file, token)
-            argv += ["--token-file", str(token_file)]
-        if io_properties:
-            # Credentials go in a file for the same reason as the token.
-            io_file = workdir / "catalog-io.json"
-            write_private(io_file, json.dumps(io_properties))
-            argv += ["--io-properties-file", str(io_file)]
-        self.process = ManagedProcess("REST catalog", argv, workdir / "logs" / "catalog.log")
+        # A file, not arguments: arguments (S3 secrets among them) are visible to every user in `ps`.
+        self.properties_file = workdir / "catalog.properties.json"
+        self.properties = server_properties(self.db, self.warehouse, io_properties)
+        argv = [sys.executable, "-m", "sinklab.stack.catalog_server", "--stack-dir", str(workdir),
+                "--port", str(self.port), "--properties-file", str(self.properties_file)]
+        self.process = ManagedProcess("REST catalog (Apache Iceberg RESTCatalogServer)", argv,
+                                      workdir / "logs" / "catalog.log")
 
     @property
     def uri(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
     def ready(self) -> bool:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return requests.get(f"{self.uri}/v1/config", headers=headers, timeout=2).status_code == 200
+        return requests.get(f"{self.uri}/v1/config", timeout=2).status_code == 200
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 90) -> None:
         if self.warehouse.startswith("file:"):
             Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        write_private(self.properties_file, json.dumps(self.properties))
+        jars.jars(jars.ICEBERG_REST)  # resolved here, so that a failure names the coordinate
         self.process.start()
         self.process.wait_ready(self.ready, timeout)
 

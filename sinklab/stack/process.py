@@ -24,6 +24,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+        return True
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

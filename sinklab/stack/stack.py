@@ -12,16 +12,9 @@ from pydantic import BaseModel, Field
 
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
-from sinklab.stack.process import ProcessError, pid_alive, stop_pid
+from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_pid
 from sinklab.stack.s3 import EmbeddedS3, require_moto
-from sinklab.stack.spark import (
-    SparkSettings,
-    build_spark,
-    catalog_conf,
-    is_s3_location,
-    s3a_catalog_conf,
-    stop_spark,
-)
+from sinklab.stack.spark import S3_FILE_IO, SparkSettings, build_spark, catalog_conf, is_s3_location, stop_spark
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -48,6 +41,9 @@ class StackInfo(BaseModel):
     workdir: str | None = None
     # Processes `sinklab stack up` started and `stack down` stops, by name.
     pids: dict[str, int] = Field(default_factory=dict)
+    # The embedded processes' ports: a process started again on the same workdir takes them back.
+    ports: dict[str, int] = Field(default_factory=dict)
+    storage: Literal["local", "s3"] = "local"
 
 
 class Stack:
@@ -74,15 +70,20 @@ class Stack:
         cls,
         workdir: str | Path | None = None,
         catalog_name: str = DEFAULT_CATALOG_NAME,
-        catalog_token: str | None = None,
         spark: SparkSettings | None = None,
         storage: Literal["local", "s3"] = "local",
+        resume: StackInfo | None = None,
     ) -> Stack:
-        """Start the broker and the catalog now (Spark waits for first use).
+        """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use).
 
-        ``storage="s3"`` also starts an S3 server (moto) and puts the warehouse in its bucket:
-        Spark writes through ``s3a``, the catalog and pyiceberg through pyarrow's S3 filesystem.
-        moto keeps objects in memory, so an S3 warehouse lasts as long as the stack.
+        Topics, records, offsets and tables live in ``workdir`` and outlive the processes: a stack
+        started again on the same workdir has them all. ``resume`` (an earlier ``stack.json`` of
+        this workdir) keeps the processes of it that still run and starts the others again on their
+        old ports when those are free: this is how a crashed broker is brought back.
+
+        ``storage="s3"`` also starts an S3 server (moto) and puts the warehouse in its bucket, read
+        and written through Iceberg's ``S3FileIO``. moto keeps objects in memory, so an S3
+        warehouse lasts as long as its server.
         """
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
@@ -94,16 +95,20 @@ class Stack:
             workdir = owned
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        broker = EmbeddedBroker(workdir)
-        s3 = EmbeddedS3(workdir) if storage == "s3" else None
+        running = {name: pid for name, pid in (resume.pids if resume else {}).items() if pid and pid_alive(pid)}
+        ports = {name: port for name, port in (resume.ports if resume else {}).items() if name in running
+                 or port_free(port)}
+        broker = EmbeddedBroker(workdir, port=ports.get("broker"), controller_port=ports.get("controller"))
+        s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
         if s3 is None:
-            catalog = EmbeddedCatalog(workdir, token=catalog_token)
+            catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"))
         else:
-            # Its own catalog file: the objects of an earlier S3 stack died with its server, and a
-            # catalog that outlived them would list tables whose files are gone.
             db = workdir / "catalog-s3.db"
-            db.unlink(missing_ok=True)
-            catalog = EmbeddedCatalog(workdir, token=catalog_token, warehouse=f"s3://{s3.bucket}/warehouse",
+            if "s3" not in running:
+                # The objects of an earlier S3 stack died with its server, and a catalog that
+                # outlived them would list tables whose files are gone.
+                db.unlink(missing_ok=True)
+            catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"), warehouse=f"s3://{s3.bucket}/warehouse",
                                       io_properties=s3.client_properties(), db=db)
         info = StackInfo(
             kind="embedded",
@@ -111,23 +116,32 @@ class Stack:
             catalog_uri=catalog.uri,
             catalog_name=catalog_name,
             warehouse=catalog.warehouse,
-            catalog_token=catalog_token,
             catalog_properties=s3.client_properties() if s3 else {},
             workdir=str(workdir),
+            storage=storage,
+            pids=dict(running),
+            ports={"broker": broker.port, "controller": broker.controller_port, "catalog": catalog.port,
+                   **({"s3": s3.port} if s3 else {})},
         )
         stack = cls(info, spark)
-        stack._broker, stack._catalog_server, stack._s3, stack._owned_workdir = broker, catalog, s3, owned
+        stack._owned_workdir = owned
         try:
-            broker.start()
-            if s3 is not None:
+            if "broker" not in running:
+                stack._broker = broker
+                broker.start()
+                stack.info.pids["broker"] = broker.process.pid or 0
+            # The S3 server before the catalog, which creates its FileIO on it.
+            if s3 is not None and "s3" not in running:
+                stack._s3 = s3
                 s3.start()
-            catalog.start()
+                stack.info.pids["s3"] = s3.process.pid or 0
+            if "catalog" not in running:
+                stack._catalog_server = catalog
+                catalog.start()
+                stack.info.pids["catalog"] = catalog.process.pid or 0
         except BaseException:
             stack.close()
             raise
-        stack.info.pids = {"broker": broker.process.pid or 0, "catalog": catalog.process.pid or 0}
-        if s3 is not None:
-            stack.info.pids["s3"] = s3.process.pid or 0
         return stack
 
     @classmethod
@@ -307,15 +321,14 @@ class Stack:
 
     @property
     def uses_s3(self) -> bool:
-        """Whether the warehouse is on S3, so Spark needs hadoop-aws and the s3a settings."""
+        """Whether the warehouse is on S3, so Spark needs Iceberg's S3FileIO (iceberg-aws-bundle)."""
         return is_s3_location(self.info.warehouse) or "s3.endpoint" in self.info.catalog_properties
 
     def spark_catalog_conf(self, name: str) -> dict[str, str]:
         extra = dict(self.info.catalog_properties)
         if self.uses_s3:
-            # The stack's own properties win: an io-impl given for a cluster with Iceberg's
-            # S3FileIO stays.
-            extra = {**s3a_catalog_conf(extra), **extra}
+            # The stack's own properties win: a cluster's own io-impl stays.
+            extra = {"io-impl": S3_FILE_IO, **extra}
         return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
 
     def create_topic(

@@ -1,1 +1,0 @@
-"""The Iceberg REST catalog: the embedded server and the clients sinklab connects with."""

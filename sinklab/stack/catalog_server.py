@@ -1,0 +1,103 @@
+"""The embedded REST catalog's process: Apache Iceberg's ``RESTCatalogServer`` in a JVM held by py4j.
+
+Run as ``python -m sinklab.stack.catalog_server --stack-dir DIR --port P --properties-file F``
+(``--stack-dir`` puts the stack's workdir in the command line, which is how ``stack down`` makes sure
+a recorded PID still belongs to the stack). The JVM exits when this process does (py4j's
+die_on_exit); both get the SIGTERM of a stop, sent to the process group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from sinklab.stack import jars
+from sinklab.stack.process import LOOPBACK
+
+JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+
+
+def serve(port: int, properties: dict[str, str]) -> None:
+    """Start Apache's REST catalog in a JVM and serve until SIGTERM."""
+    from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
+
+    gateway_port = launch_gateway(
+        classpath=jars.classpath(jars.ICEBERG_REST), javaopts=JVM_OPTS, die_on_exit=True,
+        redirect_stdout=sys.stdout, redirect_stderr=sys.stderr,
+    )
+    gateway = JavaGateway(gateway_parameters=GatewayParameters(port=gateway_port, auto_convert=True))
+    jvm = gateway.jvm
+    config = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        config.put(key, value)
+    # RESTCatalogServer's own steps (its constructor, initializeBackendCatalog, the adapter that vends
+    # credentials) are package-private: reached by reflection, so the catalog behaves exactly as
+    # the image's; only the connector differs.
+    reflect = jvm.java.lang.Class
+    server_cls = reflect.forName("org.apache.iceberg.rest.RESTCatalogServer")
+    map_cls = reflect.forName("java.util.Map")
+    ctor = _declared(gateway, server_cls, [map_cls])
+    ctor.setAccessible(True)
+    server = ctor.newInstance(_objects(gateway, [config]))
+    init = server_cls.getDeclaredMethod("initializeBackendCatalog", gateway.new_array(jvm.java.lang.Class, 0))
+    init.setAccessible(True)
+    context = init.invoke(server, gateway.new_array(jvm.java.lang.Object, 0))
+    adapter_cls = reflect.forName("org.apache.iceberg.rest.RESTServerCatalogAdapter")
+    context_cls = reflect.forName("org.apache.iceberg.rest.RESTCatalogServer$CatalogContext")
+    adapter_ctor = _declared(gateway, adapter_cls, [context_cls])
+    adapter_ctor.setAccessible(True)
+    adapter = adapter_ctor.newInstance(_objects(gateway, [context]))
+
+    jetty = jvm.org.eclipse.jetty
+    servlet = jvm.org.apache.iceberg.rest.RESTCatalogServlet(adapter)
+    handler = jetty.servlet.ServletContextHandler(jetty.servlet.ServletContextHandler.NO_SESSIONS)
+    handler.addServlet(jetty.servlet.ServletHolder(servlet), "/*")
+    handler.insertHandler(jetty.server.handler.gzip.GzipHandler())
+    http = jetty.server.Server()
+    connector = jetty.server.ServerConnector(http)
+    connector.setHost(LOOPBACK)
+    connector.setPort(port)
+    http.addConnector(connector)
+    http.setHandler(handler)
+    http.start()
+    print(f"Apache Iceberg REST catalog serving on http://{LOOPBACK}:{port}", flush=True)
+
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    stopped.wait()
+    # The stop signalled the whole process group: the JVM is stopping on its own SIGTERM, and
+    # py4j calls into it would only fail. Its stdin closing with this process ends it otherwise.
+    os._exit(0)
+
+
+def _declared(gateway, cls, parameter_types):  # type: ignore[no-untyped-def]
+    types = gateway.new_array(gateway.jvm.java.lang.Class, len(parameter_types))
+    for i, t in enumerate(parameter_types):
+        types[i] = t
+    return cls.getDeclaredConstructor(types)
+
+
+def _objects(gateway, values):  # type: ignore[no-untyped-def]
+    array = gateway.new_array(gateway.jvm.java.lang.Object, len(values))
+    for i, v in enumerate(values):
+        array[i] = v
+    return array
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="sinklab's embedded Iceberg REST catalog (Apache's server)")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--properties-file", required=True, help="JSON object of catalog properties")
+    parser.add_argument("--stack-dir", required=True, help="the workdir of the stack this server belongs to")
+    args = parser.parse_args(argv)
+    serve(args.port, json.loads(Path(args.properties_file).read_text()))
+
+
+if __name__ == "__main__":
+    main()

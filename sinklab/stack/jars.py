@@ -1,0 +1,211 @@
+"""Maven coordinates -> local jars, in one place.
+
+Every JVM part of the stack (the Kafka broker, Apache's Iceberg REST server, Iceberg for Spark) comes
+from Maven Central by pinned coordinate. They are resolved with the Apache Ivy that PySpark ships
+(``pyspark/jars/ivy-*.jar``, the resolver behind ``spark.jars.packages``), so no ``mvn`` is needed.
+The first resolution writes each part's classpath into the cache; later runs read it back and never
+touch the network. An air-gapped machine points ``SINKLAB_JARS_DIR`` at a folder with one subfolder
+of jars per part (``sinklab jars export DIR`` on a connected machine writes one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+ICEBERG_VERSION = "1.10.1"
+KAFKA_VERSION = "4.1.1"
+SCALA_VERSION = "2.12"  # pyspark 3.5 wheels are built for Scala 2.12
+SPARK_VERSION = "3.5.8"  # the newest spark-sql-kafka of Spark's 3.5 line on Maven Central
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+
+JARS_DIR_ENV = "SINKLAB_JARS_DIR"  # a user's own jars, one subfolder per part (air-gapped machines)
+CACHE_ENV = "SINKLAB_JARS_CACHE"  # where resolved jars and classpaths live
+REPO_ENV = "SINKLAB_MAVEN_REPO"  # a Maven mirror instead of Central
+
+
+class JarsNotFound(RuntimeError):
+    """A part's jars could not be resolved; the message names the coordinate."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A JVM part of the stack: its coordinates and whether their dependencies come along."""
+
+    name: str
+    coordinates: tuple[str, ...]
+    transitive: bool = True
+
+
+# The broker: kafka.Kafka and its dependencies (Scala, kafka-clients, the KRaft modules, log4j2), and the
+# slf4j binding Kafka's own distribution adds so that the broker's log reaches log4j2.
+KAFKA = Part("kafka", (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
+                       "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
+# Apache's REST catalog server: the jar behind the apache/iceberg-rest-fixture image, self-contained
+# (iceberg-core, the JDBC catalog with SQLite, Jetty, Hadoop, the AWS/GCP/Azure FileIOs).
+ICEBERG_REST = Part("iceberg-rest", (f"org.apache.iceberg:iceberg-open-api:{ICEBERG_VERSION}",), transitive=False)
+# Iceberg for Spark; both jars are shaded bundles, so no dependencies come along.
+SPARK_ICEBERG = Part("spark-iceberg",
+                     (f"org.apache.iceberg:iceberg-spark-runtime-3.5_{SCALA_VERSION}:{ICEBERG_VERSION}",),
+                     transitive=False)
+# Iceberg's S3FileIO for Spark (AWS SDK v2, shaded).
+SPARK_S3 = Part("spark-s3", (f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",), transitive=False)
+PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3)}
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sinklab" / "jars"
+
+
+def ivy_jar() -> Path:
+    from importlib.util import find_spec
+
+    spec = find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise JarsNotFound("pyspark is not installed: sinklab resolves Maven coordinates with the Ivy it ships")
+    for location in spec.submodule_search_locations:
+        found = sorted((Path(location) / "jars").glob("ivy-*.jar"))
+        if found:
+            return found[-1]
+    raise JarsNotFound(f"no ivy-*.jar in pyspark's jars ({list(spec.submodule_search_locations)})")
+
+
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / "java" if home else None
+    if candidate is not None and candidate.exists():
+        return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise JarsNotFound("java not found: sinklab's JVM parts need Java 17+ on PATH or JAVA_HOME")
+    return found
+
+
+def jars(part: Part | str) -> list[Path]:
+    """The jars of ``part``: the user's folder, else the cache, else resolved now (and cached)."""
+    part = PARTS[part] if isinstance(part, str) else part
+    user_dir = os.environ.get(JARS_DIR_ENV)
+    if user_dir:
+        return _user_jars(Path(user_dir).expanduser(), part)
+    listing = _listing(part)
+    cached = _read_listing(listing)
+    if cached is not None:
+        return cached
+    return resolve(part)
+
+
+def classpath(*parts: Part | str) -> str:
+    return os.pathsep.join(str(j) for part in parts for j in jars(part))
+
+
+def resolve(part: Part) -> list[Path]:
+    """Resolve ``part`` with Ivy into the cache; the listing written last marks it complete."""
+    cache = cache_dir()
+    work = cache / "ivy-work" / part.name
+    work.mkdir(parents=True, exist_ok=True)
+    settings = work / "ivysettings.xml"
+    settings.write_text(_settings_xml(cache / "ivy", os.environ.get(REPO_ENV) or MAVEN_CENTRAL))
+    module = work / "ivy.xml"
+    module.write_text(_module_xml(part))
+    out = work / "classpath.txt"
+    out.unlink(missing_ok=True)
+    argv = [java(), "-cp", str(ivy_jar()), "org.apache.ivy.Main", "-settings", str(settings), "-ivy", str(module),
+            "-confs", "default", "-cachepath", str(out)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired as exc:
+        raise JarsNotFound(f"resolving {', '.join(part.coordinates)} took over 15 minutes") from exc
+    if proc.returncode != 0 or not out.exists():
+        raise JarsNotFound(_failure(part, proc.stdout + proc.stderr))
+    found = [Path(p) for p in out.read_text().strip().split(os.pathsep) if p]
+    missing = [p for p in found if not p.is_file()]
+    if not found or missing:
+        raise JarsNotFound(_failure(part, proc.stdout + proc.stderr))
+    listing = _listing(part)
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    tmp = listing.with_suffix(".tmp")
+    tmp.write_text("\n".join(str(p) for p in found) + "\n")
+    tmp.replace(listing)
+    return found
+
+
+def export(dest: Path, parts: list[Part] | None = None) -> Path:
+    """Copy each part's jars into ``dest/<part>/``: the folder ``SINKLAB_JARS_DIR`` takes."""
+    for part in parts or list(PARTS.values()):
+        target = dest / part.name
+        target.mkdir(parents=True, exist_ok=True)
+        for jar in jars(part):
+            shutil.copy2(jar, target / jar.name)
+    return dest
+
+
+def _listing(part: Part) -> Path:
+    # Named by the coordinates: a version bump resolves again instead of reusing old jars.
+    key = hashlib.sha256(f"{part.transitive}:{','.join(part.coordinates)}".encode()).hexdigest()[:12]
+    return cache_dir() / "classpaths" / f"{part.name}-{key}.txt"
+
+
+def _read_listing(path: Path) -> list[Path] | None:
+    if not path.is_file():
+        return None
+    found = [Path(line) for line in path.read_text().splitlines() if line.strip()]
+    return found if found and all(p.is_file() for p in found) else None
+
+
+def _user_jars(folder: Path, part: Part) -> list[Path]:
+    sub = folder / part.name
+    found = sorted(sub.glob("*.jar"))
+    for coordinate in part.coordinates:
+        _, artifact, version = coordinate.split(":")[:3]
+        if not any(j.name.startswith(f"{artifact}-{version}") for j in found):
+            raise JarsNotFound(f"{JARS_DIR_ENV}={folder}: {sub} has no {artifact}-{version}*.jar for {coordinate} "
+                               f"(`sinklab jars export DIR` on a connected machine writes this layout)")
+    return found
+
+
+def _failure(part: Part, output: str) -> str:
+    # Ivy names what it could not find as "org#name;rev: not found" lines.
+    unresolved = sorted(set(re.findall(r"::\s+([\w.\-]+#[\w.\-]+;[\w.\-]+): ([^\n]*)", output)))
+    what = "; ".join(f"{dep.replace('#', ':').replace(';', ':')} ({why.strip()})" for dep, why in unresolved)
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    return (f"could not fetch {', '.join(part.coordinates)} (sinklab's {part.name} jars) from "
+            f"{os.environ.get(REPO_ENV) or MAVEN_CENTRAL}" + (f": unresolved {what}" if what else "")
+            + f"\nOffline? Point {JARS_DIR_ENV} at a folder made by `sinklab jars export` on a connected machine."
+            + f"\nIvy said:\n{tail}")
+
+
+def _settings_xml(ivy_cache: Path, repo: str) -> str:
+    return f"""<ivysettings>
+  <settings defaultResolver="central"/>
+  <caches defaultCacheDir={quoteattr(str(ivy_cache))} useOrigin="false"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true" root={quoteattr(repo)}/>
+  </resolvers>
+</ivysettings>
+"""
+
+
+def _module_xml(part: Part) -> str:
+    deps = []
+    for coordinate in part.coordinates:
+        org, name, rev = coordinate.split(":")[:3]
+        deps.append(f'    <dependency org={quoteattr(org)} name={quoteattr(name)} rev={quoteattr(rev)} '
+                    f'transitive="{str(part.transitive).lower()}" conf="default->default"/>')
+    body = "\n".join(deps)
+    return f"""<ivy-module version="2.0">
+  <info organisation="sinklab" module={quoteattr(part.name)}/>
+  <configurations><conf name="default"/></configurations>
+  <dependencies>
+{body}
+  </dependencies>
+</ivy-module>
+"""
