@@ -1,5 +1,5 @@
-"""The embedded stack with its warehouse on S3: a real moto server, Spark through s3a, pyiceberg through
-pyarrow's S3 filesystem, and the unchanged sink writing into the bucket."""
+"""The embedded stack with its warehouse on S3: a real moto server, Spark through Iceberg's S3FileIO,
+pyiceberg through pyarrow's S3 filesystem, and the unchanged sink writing into the bucket."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ import requests
 
 from sinklab.generators import pizza_events, produce_json
 from sinklab.sink import IcebergSink
-from sinklab.stack import SparkSettings, Stack, StackInfo, stop_recorded
-from sinklab.stack import spark as spark_module
+from sinklab.stack import SparkSettings, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.process import pid_alive
 from sinklab.stack.s3 import DEFAULT_BUCKET, S3NotAvailable
-from sinklab.stack.spark import HADOOP_AWS_PACKAGE, S3JarsNotFound, s3a_catalog_conf, spark_jars
+from sinklab.stack.spark import S3_FILE_IO, spark_jars
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +72,7 @@ def test_sink_writes_into_the_bucket(s3_stack: Stack, unique: str, tmp_path: Pat
     assert result is not None and result.records == 2000
     ids = sorted(e["order_id"] for e in events)
 
-    # Spark, through s3a.
+    # Spark, through S3FileIO.
     rows = stack.spark.table(f"sinklab.{unique}.pizzas").select("order_id").collect()
     assert sorted(r.order_id for r in rows) == ids
 
@@ -81,7 +80,8 @@ def test_sink_writes_into_the_bucket(s3_stack: Stack, unique: str, tmp_path: Pat
     table = stack.catalog.load_table((unique, "pizzas"))
     assert table.location().startswith(f"s3://{DEFAULT_BUCKET}/warehouse/")
     assert sorted(table.scan().to_arrow()["order_id"].to_pylist()) == ids
-    # ...and knowing only the catalog's URI: the load-table config carries endpoint and credentials.
+    # ...and knowing only the catalog's URI: Apache's server vends the endpoint and credentials in the
+    # load-table config (include-credentials).
     from pyiceberg.catalog.rest import RestCatalog
 
     bare = RestCatalog("bare", uri=stack.info.catalog_uri)
@@ -179,52 +179,37 @@ def test_bad_storage_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.returncode == 2 and "invalid choice: 'hdfs'" in result.stderr
 
 
-# ---- how Spark gets its s3a jars and settings (no Spark started)
+# ---- how Spark gets Iceberg's S3FileIO (no Spark started)
 
-def test_s3a_settings_come_from_the_s3_properties() -> None:
-    conf = s3a_catalog_conf({"s3.endpoint": "http://127.0.0.1:9000", "s3.access-key-id": "k",
-                             "s3.secret-access-key": "s", "s3.path-style-access": "true", "s3.region": "eu-west-1"})
-    assert conf["io-impl"] == "org.apache.iceberg.hadoop.HadoopFileIO"
-    assert conf["hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
-    assert conf["hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
-    assert conf["hadoop.fs.s3a.connection.ssl.enabled"] == "false"
-    assert (conf["hadoop.fs.s3a.access.key"], conf["hadoop.fs.s3a.secret.key"]) == ("k", "s")
-    assert conf["hadoop.fs.s3a.path.style.access"] == "true"
-    assert conf["hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
-
-    # Through the stack, the stack's own properties win (an io-impl chosen for a cluster stays).
+def test_s3_settings_use_iceberg_s3fileio() -> None:
     stack = Stack.external("127.0.0.1:9092", "http://127.0.0.1:8181", "s3://warehouse/",
-                           catalog_properties={"s3.endpoint": "http://minio:9000",
-                                               "io-impl": "org.apache.iceberg.aws.s3.S3FileIO"})
+                           catalog_properties={"s3.endpoint": "http://minio:9000", "s3.path-style-access": "true"})
     assert stack.uses_s3
     conf = stack.spark_catalog_conf("demo")
-    assert conf["spark.sql.catalog.demo.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
-    assert conf["spark.sql.catalog.demo.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert conf["spark.sql.catalog.demo.io-impl"] == S3_FILE_IO
+    assert conf["spark.sql.catalog.demo.s3.endpoint"] == "http://minio:9000"
+    assert not any("s3a" in key or "hadoop." in key for key in conf)
+    # A cluster's own io-impl stays.
+    own = Stack.external("127.0.0.1:9092", "http://127.0.0.1:8181", "s3://warehouse/",
+                         catalog_properties={"s3.endpoint": "http://x", "io-impl": "com.example.MyFileIO"})
+    assert own.spark_catalog_conf("demo")["spark.sql.catalog.demo.io-impl"] == "com.example.MyFileIO"
     assert not Stack.external("127.0.0.1:9092", "http://127.0.0.1:8181", "file:///tmp/wh").uses_s3
 
 
-def test_s3_jars_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # The installed package's jars (make setup installs sagemaker-pyspark --no-deps).
-    jars = spark_jars(SparkSettings(), s3=True)["spark.jars"].split(",")
-    names = [Path(j).name for j in jars]
-    assert names[0].startswith("iceberg-spark-runtime-3.5_2.12-")
-    assert any(n.startswith("hadoop-aws-3.3.1") for n in names)
-    assert any(n.startswith("aws-java-sdk-bundle-") for n in names)
-    assert all(Path(j).is_file() for j in jars)
-    assert "hadoop-aws" not in spark_jars(SparkSettings(), s3=False)["spark.jars"]
+def test_s3_jars_resolution(tmp_path: Path) -> None:
+    # sinklab's pinned coordinates, resolved into the cache by make setup.
+    resolved = spark_jars(SparkSettings(), s3=True)["spark.jars"].split(",")
+    assert [Path(j).name for j in resolved] == [f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG_VERSION}.jar",
+                                                f"iceberg-aws-bundle-{jars.ICEBERG_VERSION}.jar"]
+    assert all(Path(j).is_file() for j in resolved)
+    assert "iceberg-aws-bundle" not in spark_jars(SparkSettings(), s3=False)["spark.jars"]
 
-    # Your own s3a jars replace the package's; the Iceberg jar still comes from its package.
-    own = [str(tmp_path / "hadoop-aws-3.3.4.jar"), str(tmp_path / "aws-java-sdk-bundle-1.12.262.jar")]
-    jars = spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")
-    assert jars[1:] == own
+    # Your own S3 jars replace sinklab's.
+    own = [str(tmp_path / "iceberg-aws-bundle-1.9.0.jar")]
+    assert spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")[1:] == own
 
-    # Where Maven is reachable: coordinates, hadoop-aws added once.
+    # Coordinates for Spark to resolve: the bundle added once.
     conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0"]), s3=True)
-    assert conf["spark.jars.packages"].split(",")[-1] == HADOOP_AWS_PACKAGE and "spark.jars" not in conf
-    conf = spark_jars(SparkSettings(packages=["x:y:1", "org.apache.hadoop:hadoop-aws:3.3.6"]), s3=True)
-    assert conf["spark.jars.packages"].count("hadoop-aws") == 1
-
-    # Without the package: an error that says what to install.
-    monkeypatch.setattr(spark_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(S3JarsNotFound, match="pip install --no-deps sagemaker-pyspark==1.4.5"):
-        spark_jars(SparkSettings(), s3=True)
+    assert conf["spark.jars.packages"].split(",")[-1] == jars.SPARK_S3.coordinates[0] and "spark.jars" not in conf
+    conf = spark_jars(SparkSettings(packages=["x:y:1", "org.apache.iceberg:iceberg-aws-bundle:1.9.0"]), s3=True)
+    assert conf["spark.jars.packages"].count("iceberg-aws-bundle") == 1

@@ -21,7 +21,15 @@ from pyspark.sql import functions as F
 from sinklab.sink import dlq, events, route
 from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation, with_payload
-from sinklab.sink.errors import NO_TABLE, CommitTimeout, RecordError, SinkFenced, TableMissing
+from sinklab.sink.errors import (
+    NO_TABLE,
+    CommitTimeout,
+    KafkaUnavailable,
+    RecordError,
+    SinkError,
+    SinkFenced,
+    TableMissing,
+)
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
 from sinklab.sink.reader import OffsetRange, read_ranges
@@ -113,6 +121,9 @@ class Coordinator:
         self.spark = spark
         self.catalog = catalog
         self.kafka_conf = {**kafka_conf, **config.kafka_properties}
+        # Each Kafka step of the commit waits at most the commit timeout: a broker that is down fails
+        # the cycle in bounded time instead of holding the transaction open.
+        self.kafka_timeout_s = max(5.0, config.commit_timeout_ms / 1000)
         self.group = Consumer({**self.kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
         self.producer = Producer({
@@ -125,7 +136,7 @@ class Coordinator:
             # A newer instance's init fences every older one with the same transactional id.
             self.producer.init_transactions(30)
         except KafkaException as exc:
-            raise self._fenced_or(exc) from exc
+            raise self._fenced_or(exc, "(starting)") from exc
         self._ensure_topic(config.control_topic)
         if config.dlq_topic:
             self._ensure_topic(config.dlq_topic)
@@ -259,16 +270,17 @@ class Coordinator:
                     f"aborted and the next cycle resumes from the tables' recorded offsets")
 
             offsets = [TopicPartition(t, p, end) for (t, p), end in plan.ends.items()]
-            self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(), 30)
+            self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(),
+                                                      self.kafka_timeout_s)
             result = CycleResult(commit_id, plan.records, published, nest(plan.ends), vtts, counters,
                                  int((time.monotonic() - started) * 1000))
             self._send(events.COMMIT_COMPLETE, commit_id, result, states)
             crash_point("inside-kafka-transaction")
-            self.producer.commit_transaction(30)
+            self.producer.commit_transaction(self.kafka_timeout_s)
             in_txn = False
             return result
         except KafkaException as exc:
-            raise self._fenced_or(exc) from exc
+            raise self._fenced_or(exc, commit_id) from exc
         finally:
             if in_txn:
                 self._abort()
@@ -461,21 +473,27 @@ class Coordinator:
         self.producer.produce(self.config.control_topic, events.encode(event), commit_id.encode())
 
     def _flush(self) -> None:
-        remaining = self.producer.flush(30)
+        remaining = self.producer.flush(self.kafka_timeout_s)
         if remaining:
-            raise RuntimeError(f"{remaining} control events not delivered to {self.config.control_topic}")
+            raise KafkaUnavailable(f"sink {self.config.name}: {remaining} control events not delivered to "
+                                   f"{self.config.control_topic} within {self.kafka_timeout_s:.0f}s; "
+                                   f"is the broker ({self.kafka_conf.get('bootstrap.servers')}) up?")
 
     def _abort(self) -> None:
         try:
-            self.producer.abort_transaction(30)
+            self.producer.abort_transaction(self.kafka_timeout_s)
         except KafkaException as exc:
             log.warning("aborting the Kafka transaction failed: %s", exc)
 
-    def _fenced_or(self, exc: KafkaException) -> Exception:
+    def _fenced_or(self, exc: KafkaException, commit_id: str) -> SinkError:
         err = exc.args[0] if exc.args else None
         if err is not None and hasattr(err, "code") and err.code() in FENCED:
             return SinkFenced(f"sink {self.config.name} was fenced: a newer instance with transactional.id "
                               f"{self.config.transactional_id} started; this instance stops ({err.str()})")
-        return exc
+        what = err.str() if err is not None and hasattr(err, "str") else str(exc)
+        return KafkaUnavailable(
+            f"sink {self.config.name}: the Kafka transaction of cycle {commit_id} failed ({what}; broker "
+            f"{self.kafka_conf.get('bootstrap.servers')}). Its offsets were not committed: the next run reads the "
+            f"cycle again, and each table's recorded sinklab.offsets keep what it already holds from landing twice")
 
 

@@ -25,6 +25,10 @@ class SinkFenced(SinkError):
     """A newer instance of the same sink took over; this one must stop."""
 
 
+class KafkaUnavailable(SinkError):
+    """The broker did not answer a step of the cycle's Kafka transaction in time."""
+
+
 class CommitTimeout(SinkError):
     """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
 

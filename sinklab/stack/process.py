@@ -25,7 +25,10 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server can listen on ``port`` now (connections of a dead one may linger in TIME_WAIT,
+    which servers ignore with SO_REUSEADDR, as Kafka and Jetty do)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError:

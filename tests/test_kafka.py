@@ -1,0 +1,171 @@
+"""The sink on Apache Kafka: a broker killed and brought back, transactional sources, fencing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from helpers import order_ids, produce, sink_config
+from test_broker import consume_all
+
+from sinklab.sink import IcebergSink
+from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.errors import KafkaUnavailable
+from sinklab.stack import Stack, StackInfo, stop_recorded
+from sinklab.stack.process import pid_alive
+
+
+def sinklab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sinklab.cli", *args], capture_output=True, text=True, timeout=180)
+
+
+def kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    while pid_alive(pid):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_killed_broker_comes_back_with_stack_up(tmp_path: Path) -> None:
+    workdir = tmp_path / "stk"
+    assert sinklab("stack", "up", "--workdir", str(workdir)).returncode == 0
+    info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+    try:
+        producer = Producer({"bootstrap.servers": info.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+        acked: list[bytes] = []
+        for i in range(500):
+            producer.produce("kept", value=f"v{i}".encode(),
+                             on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+        assert producer.flush(30) == 0 and len(acked) == 500
+        group = Consumer({"bootstrap.servers": info.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
+        group.commit(offsets=[TopicPartition("kept", 0, 321)], asynchronous=False)
+        group.close()
+
+        kill(info.pids["broker"])
+        status = sinklab("stack", "status", "--workdir", str(workdir))
+        assert status.returncode == 3 and json.loads(status.stdout)["processes"]["broker"]["state"] == "stopped"
+
+        up = sinklab("stack", "up", "--workdir", str(workdir))
+        assert up.returncode == 0, up.stderr
+        assert "broker started" in up.stdout
+        again = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+        # Only the dead process was started again, on its old address.
+        assert again.pids["catalog"] == info.pids["catalog"] and again.pids["broker"] != info.pids["broker"]
+        assert again.bootstrap_servers == info.bootstrap_servers
+        info = again
+        assert sorted(consume_all(info.bootstrap_servers, "kept")) == sorted(acked)
+        group = Consumer({"bootstrap.servers": info.bootstrap_servers, "group.id": "g"})
+        assert group.committed([TopicPartition("kept", 0)], timeout=10)[0].offset == 321
+        group.close()
+    finally:
+        stop_recorded(info)
+
+
+@pytest.fixture()
+def own_stack(stack: Stack, tmp_path: Path) -> Iterator[Stack]:
+    """A stack of the test's own, whose broker it may kill; Spark moves over to it for the test."""
+    stack.stop_spark()
+    with Stack.embedded(tmp_path / "own") as own:
+        yield own
+
+
+@pytest.mark.spark
+def test_broker_killed_mid_cycle_then_restarted(own_stack: Stack, unique: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    stack = own_stack
+    stack.create_topic(unique, partitions=3)
+    first = produce(stack, unique, 1500, seed=21)
+    config = sink_config(unique, tables=[f"{unique}.a", f"{unique}.b"],
+                         **{"iceberg.control.commit.timeout-ms": "5000"})
+    real_crash_point = coordinator_module.crash_point
+
+    def broker_dies(name: str) -> None:
+        # One table has committed; the Kafka transaction (commit-start sent) is open.
+        if name == "between-table-commits":
+            kill(stack.info.pids["broker"])
+        real_crash_point(name)
+
+    sink = IcebergSink(stack, config)
+    monkeypatch.setattr(coordinator_module, "crash_point", broker_dies)
+    try:
+        with pytest.raises(KafkaUnavailable, match=rf"sink-{unique}: the Kafka transaction of cycle .* failed"):
+            sink.run_once()
+        assert sink.status().state == "FAILED"
+    finally:
+        sink.stop()
+    monkeypatch.setattr(coordinator_module, "crash_point", real_crash_point)
+    assert len(order_ids(stack, f"{unique}.a")) == 1500  # the table that committed before the broker died
+
+    # `stack up` on the workdir: the broker alone starts again, on its old port.
+    with Stack.embedded(stack.workdir, resume=stack.info) as restarted:
+        assert set(restarted.info.pids) == {"broker", "catalog"}
+        assert restarted.bootstrap_servers == stack.bootstrap_servers
+        more = produce(stack, unique, 500, seed=22)
+        sink = IcebergSink(stack, config)
+        try:
+            results = []
+            while (result := sink.run_once()) is not None:
+                results.append(result)
+        finally:
+            sink.stop()
+        assert results
+        for table in ("a", "b"):
+            got = order_ids(stack, f"{unique}.{table}")
+            assert len(got) == len(set(got)), f"duplicates in {table}"
+            assert sorted(got) == sorted(first + more)
+
+
+@pytest.mark.spark
+def test_transactional_source_aborted_records_never_land(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    producer = Producer(stack.kafka_config(**{"transactional.id": f"src-{unique}"}))
+    producer.init_transactions(30)
+
+    def transaction(prefix: str, n: int, commit: bool) -> list[str]:
+        producer.begin_transaction()
+        keys = [f"{prefix}-{uuid.uuid4().hex[:8]}" for _ in range(n)]
+        for i, key in enumerate(keys):
+            value = {"order_id": key, "store_id": i % 5, "total": 1.5}
+            producer.produce(unique, key=key, value=json.dumps(value), partition=i % 2)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+        return keys
+
+    committed = transaction("c1", 100, True) + transaction("c1b", 7, True)
+    transaction("ab", 60, False)
+    committed += transaction("c2", 100, True)  # the ranges end right after this commit marker
+    sink = IcebergSink(stack, sink_config(unique))
+    try:
+        first = sink.run_once()
+        assert first is not None and first.records == 207  # marker and aborted offsets are not records
+        assert sorted(order_ids(stack, f"{unique}.pizzas")) == sorted(committed)
+
+        # An open transaction: the sink reads up to the last stable offset and does not wait for it.
+        producer.begin_transaction()
+        pending = [f"open-{i}" for i in range(40)]
+        for i, key in enumerate(pending):
+            producer.produce(unique, key=key, value=json.dumps({"order_id": key, "store_id": 1, "total": 2.0}),
+                             partition=i % 2)
+        producer.flush(30)
+        assert sink.run_once() is None
+        producer.commit_transaction(30)
+        transaction("ab2", 30, False)
+        assert sink.run_once().records == 40
+    finally:
+        sink.stop()
+    got = order_ids(stack, f"{unique}.pizzas")
+    assert len(got) == len(set(got))
+    assert sorted(got) == sorted(committed + pending)
+    assert not [k for k in got if k.startswith("ab")]
