@@ -3,15 +3,13 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# hadoop-aws 3.3.1 + aws-java-sdk-bundle 1.11.901 for Spark's s3a; its pyspark==3.3.0 pin would
-# replace sinklab's pyspark 3.5, hence --no-deps (sinklab uses only the two jars).
-S3_JARS := sagemaker-pyspark==1.4.5
+JARS_STAMP := $(VENV)/.jars
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
 .PHONY: setup java test lint demo notebooks lab bench clean
 
-setup: $(STAMP) java
+setup: $(STAMP) java $(JARS_STAMP)
 
 # The kernelspec `sinklab` (inside the venv) runs the notebooks on this venv's python, whatever other
 # Jupyter kernels the machine has.
@@ -20,9 +18,14 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev,s3,notebooks]"
-	$(PY) -m pip install --quiet --no-deps "$(S3_JARS)"
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sinklab)" >/dev/null
 	@touch $(STAMP)
+
+# The JVM parts from Maven Central (PySpark's Ivy; no mvn), into ~/.cache/sinklab/jars: the tests and
+# the demo then start without downloading anything. Pinned in sinklab/stack/jars.py.
+$(JARS_STAMP): $(STAMP) sinklab/stack/jars.py | java
+	$(VENV)/bin/sinklab jars fetch
+	@touch $(JARS_STAMP)
 
 # Spark 3.5 needs Java 17+; install the Debian JRE where it is missing and apt exists.
 java:

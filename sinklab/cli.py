@@ -12,6 +12,7 @@ from pathlib import Path
 from sinklab.sink.config import ConfigError
 from sinklab.sink.errors import SinkError
 from sinklab.stack import STACK_FILE, Stack, StackInfo, stop_recorded
+from sinklab.stack.jars import JarsNotFound
 from sinklab.stack.process import pid_alive
 
 
@@ -249,14 +250,44 @@ def build_parser() -> argparse.ArgumentParser:
     status = stack_sub.add_parser("status", help="show the stack's processes (exit 3 if any is down)")
     status.add_argument("--workdir", required=True)
     status.set_defaults(func=cmd_stack_status)
+
+    jar = sub.add_parser("jars", help="the JVM parts' jars, from Maven Central by pinned coordinate")
+    jar_sub = jar.add_subparsers(dest="jars_command", required=True)
+    fetch = jar_sub.add_parser("fetch", help="resolve every part into the cache (make setup runs this)")
+    fetch.set_defaults(func=cmd_jars_fetch)
+    export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
+                                               "air-gapped machine")
+    export.add_argument("dest")
+    export.set_defaults(func=cmd_jars_export)
     return parser
+
+
+def cmd_jars_fetch(args: argparse.Namespace) -> int:
+    from sinklab.stack import jars
+
+    for part in jars.PARTS.values():
+        started = time.monotonic()
+        found = jars.jars(part)
+        size = sum(j.stat().st_size for j in found) / 1e6
+        print(f"{part.name:14s} {len(found):3d} jars {size:6.1f} MB  {', '.join(part.coordinates)}"
+              f"  ({time.monotonic() - started:.1f}s)")
+    print(f"cache: {jars.cache_dir()}")
+    return 0
+
+
+def cmd_jars_export(args: argparse.Namespace) -> int:
+    from sinklab.stack import jars
+
+    dest = jars.export(Path(args.dest).resolve())
+    print(f"exported to {dest}; on the air-gapped machine: export {jars.JARS_DIR_ENV}={dest}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (CliError, ConfigError) as exc:
+    except (CliError, ConfigError, JarsNotFound) as exc:
         print(f"sinklab: error: {exc}", file=sys.stderr)
         return 1
     except SinkError as exc:

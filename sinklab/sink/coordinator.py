@@ -225,7 +225,9 @@ class Coordinator:
             stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
                 F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
-            counters = {"records": plan.records, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
+            # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
+            read = int(sum(s.n for s in stats.values()))
+            counters = {"records": read, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
             vtts = self._vtts(plan, stats)
             # Tombstones are skipped and counted, except that row-level tables delete the row they name.
             records = with_payload(prepared)
@@ -272,7 +274,7 @@ class Coordinator:
             offsets = [TopicPartition(t, p, end) for (t, p), end in plan.ends.items()]
             self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(),
                                                       self.kafka_timeout_s)
-            result = CycleResult(commit_id, plan.records, published, nest(plan.ends), vtts, counters,
+            result = CycleResult(commit_id, read, published, nest(plan.ends), vtts, counters,
                                  int((time.monotonic() - started) * 1000))
             self._send(events.COMMIT_COMPLETE, commit_id, result, states)
             crash_point("inside-kafka-transaction")
