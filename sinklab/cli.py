@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sinklab.sink.config import ConfigError
 from sinklab.sink.errors import SinkError
-from sinklab.stack import STACK_FILE, Stack, StackInfo, stop_recorded
+from sinklab.stack import STACK_FILE, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.jars import JarsNotFound
 from sinklab.stack.process import pid_alive
 
@@ -253,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     jar = sub.add_parser("jars", help="the JVM parts' jars, from Maven Central by pinned coordinate")
     jar_sub = jar.add_subparsers(dest="jars_command", required=True)
-    fetch = jar_sub.add_parser("fetch", help="resolve every part into the cache (make setup runs this)")
+    fetch = jar_sub.add_parser("fetch", help="resolve the parts (default: all) into the cache (make setup runs this)")
+    fetch.add_argument("parts", nargs="*", metavar="PART", help=f"of {', '.join(jars.PARTS)}")
     fetch.set_defaults(func=cmd_jars_fetch)
     export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
                                                "air-gapped machine")
@@ -263,9 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_jars_fetch(args: argparse.Namespace) -> int:
-    from sinklab.stack import jars
-
-    for part in jars.PARTS.values():
+    unknown = [p for p in args.parts if p not in jars.PARTS]
+    if unknown:
+        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join(jars.PARTS)}")
+    for part in [jars.PARTS[p] for p in args.parts] or list(jars.PARTS.values()):
         started = time.monotonic()
         found = jars.jars(part)
         size = sum(j.stat().st_size for j in found) / 1e6
@@ -276,8 +278,6 @@ def cmd_jars_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_jars_export(args: argparse.Namespace) -> int:
-    from sinklab.stack import jars
-
     dest = jars.export(Path(args.dest).resolve())
     print(f"exported to {dest}; on the air-gapped machine: export {jars.JARS_DIR_ENV}={dest}")
     return 0

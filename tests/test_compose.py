@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sinklab.stack import Stack
+from sinklab.stack import Stack, jars
 from sinklab.stack import compose as c
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,8 @@ def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> Non
     advertised = kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")
     assert f"HOST://{c.ON_HOST.bootstrap_servers}" in advertised
     assert f"INTERNAL://{c.INSIDE.bootstrap_servers}" in advertised
-    assert services["kafka"]["image"].startswith("apache/kafka:")
+    # The same versions as the embedded stack.
+    assert services["kafka"]["image"] == f"apache/kafka:{jars.KAFKA_VERSION}"
     assert "controller" in kafka["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
     assert kafka["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "1"  # the sink's transactions
 
@@ -111,7 +112,7 @@ def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> Non
 
     rest = services["rest"]
     env = rest["environment"]
-    assert rest["image"].startswith("apache/iceberg-rest-fixture:")
+    assert rest["image"] == f"apache/iceberg-rest-fixture:{jars.ICEBERG_VERSION}"
     assert env["CATALOG_WAREHOUSE"] == c.WAREHOUSE == f"s3://{c.BUCKET}/"
     assert env["CATALOG_IO__IMPL"] == "org.apache.iceberg.aws.s3.S3FileIO"
     assert env["CATALOG_S3_ENDPOINT"] == c.INSIDE.s3_endpoint
@@ -149,8 +150,9 @@ def test_stack_compose_connects_with_those_addresses() -> None:
     assert host.info.catalog_properties["s3.endpoint"] == "http://127.0.0.1:9000"
     assert host.spark_settings.master == "local[*]" and host.uses_s3
     conf = host.spark_catalog_conf("sinklab")
-    assert conf["spark.sql.catalog.sinklab.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
-    assert conf["spark.sql.catalog.sinklab.hadoop.fs.s3a.access.key"] == c.S3_ACCESS_KEY
+    assert conf["spark.sql.catalog.sinklab.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert conf["spark.sql.catalog.sinklab.s3.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.sql.catalog.sinklab.s3.access-key-id"] == c.S3_ACCESS_KEY
 
     inside = Stack.compose(inside=True, check=False)
     assert inside.bootstrap_servers == "kafka:19092"

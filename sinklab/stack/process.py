@@ -68,24 +68,43 @@ def stop_pid(pid: int, timeout: float = 10.0, group: bool = True) -> None:
                     pass
             os.kill(pid, sig)
 
-    if not pid_alive(pid):
+    def alive() -> bool:
         _reap(pid)
+        # The group, not only its leader: a server's JVM child (the catalog's) can outlive the leader
+        # by a moment, still holding the port a restarted server wants.
+        return pid_alive(pid) or (group and bool(_group_members(pid)))
+
+    if not alive():
         return
     send(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        _reap(pid)
-        if not pid_alive(pid):
+        if not alive():
             return
         time.sleep(0.05)
     send(signal.SIGKILL)
+    for member in _group_members(pid) if group else []:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        _reap(pid)
-        if not pid_alive(pid):
+        if not alive():
             return
         time.sleep(0.05)
     raise ProcessError(f"process {pid} survived SIGKILL")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(stat.parent.name))
+    return members
 
 
 def _reap(pid: int) -> None:

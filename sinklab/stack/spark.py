@@ -75,21 +75,22 @@ def catalog_conf(name: str, uri: str, warehouse: str, token: str | None = None,
 
 def spark_jars(settings: SparkSettings, s3: bool = False) -> dict[str, str]:
     """``spark.jars`` / ``spark.jars.packages`` for the session, by the rules in ``SparkSettings``."""
-    user_jars = list(settings.jars)
+    paths = list(settings.jars)
     packages = list(settings.packages)
-    local = [str(j) for j in jars.jars(jars.SPARK_ICEBERG)] if not user_jars and not packages else []
+    if not paths and not packages:
+        paths = [str(j) for j in jars.jars(jars.SPARK_ICEBERG)]
     if s3:
-        has_bundle = any(Path(j).name.startswith("iceberg-aws-bundle") for j in user_jars) or any(
+        has_bundle = any(Path(j).name.startswith("iceberg-aws-bundle") for j in paths) or any(
             ":iceberg-aws-bundle:" in p for p in packages)
         if settings.s3_jars:
-            user_jars += [j for j in settings.s3_jars if j not in user_jars]
-        elif not has_bundle and packages and not user_jars:
+            paths += [j for j in settings.s3_jars if j not in paths]
+        elif not has_bundle and packages and not settings.jars:
             packages += list(jars.SPARK_S3.coordinates)
         elif not has_bundle:
-            local += [str(j) for j in jars.jars(jars.SPARK_S3)]
+            paths += [str(j) for j in jars.jars(jars.SPARK_S3)]
     conf = {}
-    if user_jars or local:
-        conf["spark.jars"] = ",".join(user_jars + local)
+    if paths:
+        conf["spark.jars"] = ",".join(paths)
     if packages:
         conf["spark.jars.packages"] = ",".join(packages)
     return conf

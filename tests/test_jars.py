@@ -1,0 +1,46 @@
+"""JVM parts by Maven coordinate: resolved with PySpark's Ivy, reused offline, or a user's own folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sinklab.stack import jars
+
+
+def test_every_part_is_pinned_and_cached() -> None:
+    for part in jars.PARTS.values():
+        for coordinate in part.coordinates:
+            group, artifact, version = coordinate.split(":")
+            assert version and not version.endswith(("+", "SNAPSHOT", "]")), coordinate
+        found = jars.jars(part)  # make setup resolved them
+        assert found and all(j.is_file() and j.suffix == ".jar" for j in found)
+    names = [j.name for j in jars.jars(jars.KAFKA)]
+    assert f"kafka_2.13-{jars.KAFKA_VERSION}.jar" in names and any(n.startswith("kafka-clients-") for n in names)
+    assert [j.name for j in jars.jars(jars.ICEBERG_REST)] == [f"iceberg-open-api-{jars.ICEBERG_VERSION}.jar"]
+
+
+def test_the_cache_is_reused_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A repository nothing listens on: resolving would fail, reading the cache does not.
+    monkeypatch.setenv(jars.REPO_ENV, "http://127.0.0.1:9/maven2/")
+    monkeypatch.setattr(jars, "resolve", lambda part: pytest.fail(f"{part.name} resolved again"))
+    assert jars.jars(jars.SPARK_ICEBERG)[0].name.startswith("iceberg-spark-runtime-3.5_2.12-")
+
+
+def test_a_coordinate_that_cannot_be_fetched_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "cache"))
+    missing = jars.Part("nothing", ("org.apache.iceberg:iceberg-no-such-module:1.10.1",), transitive=False)
+    with pytest.raises(jars.JarsNotFound, match="org.apache.iceberg:iceberg-no-such-module:1.10.1") as err:
+        jars.jars(missing)
+    assert jars.JARS_DIR_ENV in str(err.value)
+    assert not list((tmp_path / "cache").glob("classpaths/*.txt"))  # nothing half-resolved is reused
+
+
+def test_own_jar_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exported = jars.export(tmp_path / "airgap", [jars.SPARK_ICEBERG])
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(exported))
+    assert jars.jars(jars.SPARK_ICEBERG) == sorted((exported / "spark-iceberg").glob("*.jar"))
+    with pytest.raises(jars.JarsNotFound, match=rf"no iceberg-aws-bundle-{jars.ICEBERG_VERSION}\*\.jar for "
+                                                rf"org.apache.iceberg:iceberg-aws-bundle:{jars.ICEBERG_VERSION}"):
+        jars.jars(jars.SPARK_S3)
