@@ -25,7 +25,7 @@ from sinklab.stack.spark import S3_FILE_IO, spark_jars
 @pytest.fixture(scope="module")
 def s3_stack(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # One Spark driver per process, and its classpath is fixed at JVM start: the session stack's
-    # Spark (no s3a jars) steps aside and starts again on its next use.
+    # Spark (no S3FileIO bundle) steps aside and starts again on its next use.
     stack.stop_spark()
     with Stack.embedded(tmp_path_factory.mktemp("s3stack"), storage="s3") as s:
         yield s

@@ -1,7 +1,7 @@
 """The embedded S3-compatible server: moto, on loopback, holding the warehouse bucket.
 
-moto is the S3 server that installs here and passes every check Spark's ``s3a`` and pyiceberg's
-pyarrow FileIO make (DESIGN §1). It keeps objects in memory: they live as long as the process.
+moto keeps objects in memory: they live as long as the process. Measured against S3Proxy (the
+persistent candidate from Maven Central) in the closing note of the stack's move to Apache parts.
 
 Run as ``python -m sinklab.stack.s3 --port P --stack-dir DIR``: ``--stack-dir`` puts the stack's
 workdir in the command line, which is how ``stack down`` makes sure a recorded PID still belongs to
@@ -37,7 +37,7 @@ def s3_client_properties(
     path_style: bool = True,
 ) -> dict[str, str]:
     """Iceberg's client properties for an S3-compatible store, the names pyiceberg and Iceberg's
-    Java FileIOs read (Spark's ``s3a`` settings are derived from them in ``spark.py``)."""
+    Java FileIOs (S3FileIO) read."""
     return {
         "s3.endpoint": endpoint,
         "s3.access-key-id": access_key,

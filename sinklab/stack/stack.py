@@ -178,7 +178,7 @@ class Stack:
         """Connect to the services of ``compose.yaml`` (started with ``docker compose up``).
 
         From the host, Kafka, the REST catalog and MinIO are reached on their published loopback
-        ports and Spark runs locally (with the s3a jars); inside the stack's JupyterLab container
+        ports and Spark runs locally (with S3FileIO); inside the stack's JupyterLab container
         (``inside``, detected from ``SINKLAB_IN_COMPOSE=1``) the service names are used and Spark
         runs on the stack's cluster. ``check`` fails fast, naming each service that does not answer.
         """
