@@ -22,7 +22,6 @@ from xml.sax.saxutils import quoteattr
 ICEBERG_VERSION = "1.10.1"
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.12"  # pyspark 3.5 wheels are built for Scala 2.12
-SPARK_VERSION = "3.5.8"  # the newest spark-sql-kafka of Spark's 3.5 line on Maven Central
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 
 JARS_DIR_ENV = "SINKLAB_JARS_DIR"  # a user's own jars, one subfolder per part (air-gapped machines)
