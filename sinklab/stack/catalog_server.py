@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from sinklab.stack import jars
 from sinklab.stack.process import LOOPBACK
@@ -76,14 +77,14 @@ def serve(port: int, properties: dict[str, str]) -> None:
     os._exit(0)
 
 
-def _declared(gateway, cls, parameter_types):  # type: ignore[no-untyped-def]
+def _declared(gateway: Any, cls: Any, parameter_types: list[Any]) -> Any:
     types = gateway.new_array(gateway.jvm.java.lang.Class, len(parameter_types))
     for i, t in enumerate(parameter_types):
         types[i] = t
     return cls.getDeclaredConstructor(types)
 
 
-def _objects(gateway, values):  # type: ignore[no-untyped-def]
+def _objects(gateway: Any, values: list[Any]) -> Any:
     array = gateway.new_array(gateway.jvm.java.lang.Object, len(values))
     for i, v in enumerate(values):
         array[i] = v
