@@ -127,7 +127,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _stack_for(args: argparse.Namespace) -> Stack:
     if args.stack:
-        return Stack.from_file(args.stack)
+        stack = Stack.from_file(args.stack)
+        master, conf = getattr(args, "master", None), getattr(args, "conf", None) or []
+        if master or conf:
+            bad = [c for c in conf if "=" not in c]
+            if bad:
+                raise CliError(f"--conf: {bad[0]!r} is not KEY=VALUE")
+            settings = stack.spark_settings
+            stack.spark_settings = settings.model_copy(update={
+                "master": master or settings.master,
+                "conf": {**settings.conf, **dict(c.split("=", 1) for c in conf)}})
+        return stack
     raise CliError("--stack: give the stack.json of a running stack (`sinklab stack up --workdir DIR` writes one)")
 
 
@@ -213,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sink_sub.add_parser("run", help="run a sink from a Kafka Connect JSON config")
     run.add_argument("--config", required=True, help="Kafka Connect sink JSON ({name, config} or the flat map)")
     run.add_argument("--stack", help="stack.json of the stack to run on")
+    run.add_argument("--master", help="Spark master URL (spark://host:7077, yarn, k8s://...; default: the stack's, "
+                                      "local[*])")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark property for the sink's driver, e.g. spark.executor.memory=2g (repeatable)")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="one commit cycle up to the current end offsets")
     mode.add_argument("--until-idle", type=float, metavar="SECONDS", help="stop after SECONDS with nothing new")
