@@ -50,8 +50,9 @@ def test_sink_on_a_standalone_cluster_is_exactly_once_across_a_driver_kill(
     # Both runs' executors ran in the workers' JVMs, on both workers; none in the driver.
     assert all(len(dirs) >= 2 for dirs in executors.values()), executors
     assert all((d / "stderr").is_file() for dirs in executors.values() for d in dirs)
-    rows = stack.spark.table(f"sinklab.{table}").select("order_id", "_kafka_metadata.offset").collect()
+    rows = stack.spark.table(f"sinklab.{table}").select(
+        "order_id", "_kafka_metadata_partition", "_kafka_metadata_offset").collect()
     assert sorted(r.order_id for r in rows) == sorted(ids + more)
-    assert len({r.offset for r in rows}) == len(rows) == 5000
+    assert len({(r._kafka_metadata_partition, r._kafka_metadata_offset) for r in rows}) == len(rows) == 5000
     refs = stack.catalog.load_table((unique, "pizzas")).metadata.refs
     assert list(refs) == ["main"]

@@ -127,6 +127,9 @@ class Coordinator:
         self.group = Consumer({**self.kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
         self.producer = Producer({
+            # A transaction call waits for its request, whose own timeout (librdkafka's socket.timeout.ms,
+            # 60 s) overrides the call's: with the broker gone, send_offsets_to_transaction took 60 s (measured).
+            "socket.timeout.ms": int(self.kafka_timeout_s * 1000),
             **self.kafka_conf,
             "transactional.id": config.transactional_id,
             # The transaction stays open while tables commit.
