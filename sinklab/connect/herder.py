@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sinklab.connect.store import ConnectorStore, StoredConnector
+from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
 from sinklab.sink.sink import SinkStatus
 
@@ -343,15 +343,18 @@ class Herder:
         return {name: {"topics": connector.active_topics()}}
 
     # ---- changing
-    def create(self, name: str, config: Any) -> dict[str, Any]:
+    def create(self, name: str, config: Any, initial_state: str = "RUNNING") -> dict[str, Any]:
+        """``POST /connectors``; KIP-980's ``initial_state`` creates it PAUSED or STOPPED."""
         self._writable()
+        if initial_state not in TARGET_STATES:
+            raise BadRequest(f"initial_state: expected one of {', '.join(TARGET_STATES)}, got {initial_state!r}")
         with self._lock:
             if name in self._connectors:
                 raise Conflict(f"Connector {name} already exists")
-            self.put_config(name, config)
+            self.put_config(name, config, initial_state)
         return self.info(name)
 
-    def put_config(self, name: str, config: Any) -> bool:
+    def put_config(self, name: str, config: Any, initial_state: str = "RUNNING") -> bool:
         """Create or update; True when created. An update restarts the sink on the new config."""
         self._writable()
         normalized = normalize(name, config)
@@ -359,7 +362,7 @@ class Herder:
         with self._lock:
             existing = self._connectors.get(name)
             if existing is None:
-                self._connectors[name] = Connector(name, normalized, "RUNNING", self.factory)
+                self._connectors[name] = Connector(name, normalized, initial_state, self.factory)
             elif existing.config != normalized:
                 existing.reconfigure(normalized)
             self._save()

@@ -165,7 +165,8 @@ class ConnectApi:
         if not isinstance(body.get("config"), dict):
             raise BadRequest("config: the request needs a config object: {\"name\": ..., \"config\": {...}}")
         name = body["name"]
-        return 201, self.herder.create(name, {**body["config"], "name": body["config"].get("name", name)})
+        return 201, self.herder.create(name, {**body["config"], "name": body["config"].get("name", name)},
+                                       str(body.get("initial_state", "RUNNING")).upper())
 
     def info(self, name: str, **_: Any) -> Response:
         return 200, self.herder.info(name)

@@ -304,6 +304,12 @@ class Stack:
         return self.info.bootstrap_servers
 
     @property
+    def connect_server(self) -> EmbeddedConnect | None:
+        """The Kafka Connect REST server this object started (``stop()`` it to restart it with
+        ``Stack.embedded(workdir, resume=info)``, as `stack up` does after a crash)."""
+        return self._connect
+
+    @property
     def workdir(self) -> Path | None:
         return Path(self.info.workdir) if self.info.workdir else None
 
