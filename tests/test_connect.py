@@ -318,7 +318,7 @@ def test_seed_curl_commands(stack: Stack, url: str, tmp_path: Path) -> None:
         f'curl -X PUT {url}/connectors/pizzas-on-ice/config -i -H "Content-Type: application/json" '
         "-d @pizzas_on_ice.json", shell=True, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert put.returncode == 0 and put.stdout.startswith("HTTP/1.1 201 Created"), put.stdout + put.stderr
-    created = json.loads(put.stdout.split("\r\n\r\n", 1)[1])
+    created = json.loads(put.stdout.split("\n\n", 1)[1])  # text mode: CRLF read as LF
     assert created["name"] == "pizzas-on-ice" and created["config"]["topics"] == "completed-pizzas"
     shown = subprocess.run(f"curl -s {url}/connectors/pizzas-on-ice/status | jq", shell=True, capture_output=True,
                            text=True, timeout=60)
