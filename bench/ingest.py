@@ -510,7 +510,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
     sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
     figures: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "interval_ms": args.interval_ms}
     began = time.monotonic()
-    with Stack.embedded() as stack:
+    with Stack.embedded(connect=False) as stack:  # the REST API is not measured
         services = {pid for pid in stack.info.pids.values() if pid}
         with RssSampler(services) as rss:
             with rss.phase("produce"):
