@@ -320,9 +320,11 @@ def test_seed_curl_commands(stack: Stack, url: str, tmp_path: Path) -> None:
     assert put.returncode == 0 and put.stdout.startswith("HTTP/1.1 201 Created"), put.stdout + put.stderr
     created = json.loads(put.stdout.split("\n\n", 1)[1])  # text mode: CRLF read as LF
     assert created["name"] == "pizzas-on-ice" and created["config"]["topics"] == "completed-pizzas"
-    shown = subprocess.run(f"curl -s {url}/connectors/pizzas-on-ice/status | jq", shell=True, capture_output=True,
+    # The seed pipes the status to jq; where jq is not installed, the same JSON unformatted.
+    jq = " | jq" if shutil.which("jq") else ""
+    shown = subprocess.run(f"curl -s {url}/connectors/pizzas-on-ice/status{jq}", shell=True, capture_output=True,
                            text=True, timeout=60)
-    assert shown.returncode == 0 and shown.stdout.startswith("{\n  \"name\": \"pizzas-on-ice\"")
+    assert shown.returncode == 0 and shown.stdout.startswith("{\n  \"name\": \"pizzas-on-ice\"" if jq else "{")
     state = json.loads(shown.stdout)
     worker = url.removeprefix("http://")
     assert state["type"] == "sink" and state["connector"] == {"state": "RUNNING", "worker_id": worker}

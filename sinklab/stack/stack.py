@@ -143,7 +143,8 @@ class Stack:
             pids=dict(running),
             ports={"broker": broker.port, "controller": broker.controller_port, "catalog": catalog.port,
                    **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {})},
-            connect_url=connect_server.url if connect_server else None,
+            connect_url=connect_server.url if connect_server else (resume.connect_url if resume and "connect" in running
+                                                                   else None),
         )
 
         stack = cls(info, spark)
