@@ -340,7 +340,18 @@ class Herder:
 
     def topics(self, name: str) -> dict[str, Any]:
         connector = self.get(name)
-        return {name: {"topics": connector.active_topics()}}
+        known = set(connector.topics)
+        topics = connector.active_topics()
+        if set(topics) != known:
+            with self._lock:
+                self._save()  # Connect keeps active topics in its status topic: they outlive a restart
+        return {name: {"topics": topics}}
+
+    def reset_topics(self, name: str) -> None:
+        self._writable()
+        with self._lock:
+            self.get(name).topics.clear()
+            self._save()
 
     # ---- changing
     def create(self, name: str, config: Any, initial_state: str = "RUNNING") -> dict[str, Any]:

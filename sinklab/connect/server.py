@@ -232,7 +232,7 @@ class ConnectApi:
         return 200, self.herder.topics(name)
 
     def topics_reset(self, name: str, **_: Any) -> Response:
-        self.herder.get(name).topics.clear()
+        self.herder.reset_topics(name)
         return 202, None
 
     def offsets(self, name: str, **_: Any) -> Response:

@@ -90,7 +90,6 @@ def run(stack_file: str | Path, host: str = "127.0.0.1", port: int = 8083, state
         if announce:
             print(f"Kafka Connect REST API on {worker.url} (connectors in {worker.store.state_dir}); "
                   "Ctrl-C stops it", flush=True)
-        while not done.wait(1):
-            pass
+        done.wait()  # a signal's handler runs on this thread and sets it
     finally:
         worker.close()
