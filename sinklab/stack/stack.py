@@ -116,7 +116,7 @@ class Stack:
                 raise ProcessError(f"the stack's Connect server already runs on port {ports.get('connect')}, "
                                    f"not {connect_port}")
             if "connect" not in running and not port_free(connect_port):
-                raise ProcessError(f"--connect-port {connect_port}: the port is in use")
+                raise ProcessError(f"Connect port {connect_port} is in use")
             ports["connect"] = connect_port
         connect_server = EmbeddedConnect(workdir, port=ports.get("connect")) if connect else None
         broker = EmbeddedBroker(workdir, port=ports.get("broker"), controller_port=ports.get("controller"))
@@ -143,10 +143,10 @@ class Stack:
             pids=dict(running),
             ports={"broker": broker.port, "controller": broker.controller_port, "catalog": catalog.port,
                    **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {})},
-            connect_url=connect_server.url if connect_server else (resume.connect_url if resume and "connect" in running
-                                                                   else None),
+            connect_url=connect_server.url if connect_server else None,
         )
-
+        if connect_server is None and resume is not None and "connect" in running:
+            info.connect_url = resume.connect_url  # kept running, though this object does not manage it
         stack = cls(info, spark)
         stack._owned_workdir = owned
         try:
