@@ -222,7 +222,8 @@ class Connector:
     def _remember_topics(self) -> None:
         if self._sink is not None:
             # The lag of the last planned cycle names every partition the sink read.
-            self.topics |= {key.rsplit("[", 1)[0] for key in self._sink.status().lag}
+            # A new set, not an update in place: request threads may be iterating the old one.
+            self.topics = self.topics | {key.rsplit("[", 1)[0] for key in self._sink.status().lag}
 
     # ---- what it is doing
     def state(self) -> State:
