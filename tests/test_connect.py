@@ -9,6 +9,7 @@ by the first one), as a user's session would.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -490,11 +491,14 @@ def test_connectors_survive_a_server_restart(stack: Stack, url: str) -> None:
     wait_state(url, "late", "PAUSED")
     before = requests.get(f"{url}/connectors?expand=info", timeout=10).json()
 
-    # SIGTERM, as `stack down` sends it; pizzas keep arriving while the server is down.
+    # The harder restart: a crash. Pizzas arrive just before (the sink, committing every 500 ms, may
+    # be mid-cycle) and while the server is down. (`stack down`'s SIGTERM is every teardown's stop.)
     old_pid = stack.info.pids["connect"]
-    assert stack.connect_server is not None
-    stack.connect_server.stop()
     held = produce(stack, "completed-pizzas", 100, seed=9)
+    os.killpg(old_pid, signal.SIGKILL)  # the server and its Spark JVM
+    assert stack.connect_server is not None
+    stack.connect_server.stop()  # reaps it
+    held += produce(stack, "completed-pizzas", 100, seed=10)
     # The production path: `stack up` on the workdir starts the missing process on its old port.
     again = Stack.embedded(stack.workdir, resume=stack.info)
     try:
