@@ -538,7 +538,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
     args.cluster = [int(n) for n in args.cluster.split(",") if n.strip()]
     figures: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "interval_ms": args.interval_ms}
     began = time.monotonic()
-    with Stack.embedded(spark=SparkSettings(master=args.master) if args.master else None) as stack:
+    # The Connect REST API is not measured.
+    with Stack.embedded(spark=SparkSettings(master=args.master) if args.master else None, connect=False) as stack:
         services = {pid for pid in stack.info.pids.values() if pid}
         with RssSampler(services) as rss:
             with rss.phase("produce"):

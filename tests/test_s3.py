@@ -134,7 +134,7 @@ def test_spark_sql_round_trip_on_s3(s3_stack: Stack, unique: str) -> None:
 def test_closing_the_stack_stops_the_s3_server(tmp_path: Path) -> None:
     with Stack.embedded(tmp_path / "stk", storage="s3") as stack:
         pids = dict(stack.info.pids)
-        assert set(pids) == {"broker", "catalog", "s3"}
+        assert set(pids) == {"broker", "catalog", "s3", "connect"}
         endpoint = stack.info.catalog_properties["s3.endpoint"]
         assert DEFAULT_BUCKET in {b["Name"] for b in s3_client(stack).list_buckets()["Buckets"]}
         config = requests.get(stack.info.catalog_uri + "/v1/config", timeout=5)
@@ -156,7 +156,8 @@ def test_cli_stack_up_with_s3_storage(tmp_path: Path) -> None:
     try:
         assert up.returncode == 0, up.stderr
         info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
-        assert set(info.pids) == {"broker", "catalog", "s3"} and all(pid_alive(p) for p in info.pids.values())
+        assert set(info.pids) == {"broker", "catalog", "s3", "connect"}
+        assert all(pid_alive(p) for p in info.pids.values())
         assert info.warehouse == f"s3://{DEFAULT_BUCKET}/warehouse"
         assert requests.get(info.catalog_properties["s3.endpoint"], timeout=5).status_code == 200
         assert "s3" in up.stdout
