@@ -524,7 +524,7 @@ def java_drain(stack: Stack, warm: int, records: int, interval_ms: int) -> java_
     java_sink.require_jars()
     create_naive_table(stack, JAVA_WARM)
     create_naive_table(stack, JAVA)
-    with java_sink.ConnectWorker(stack, java_sink.scratch_dir()) as worker:
+    with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
         java_sink.drain(stack, worker, "bench-java-warm", "bench-warm", JAVA_WARM, interval_ms, warm)
         return java_sink.drain(stack, worker, "bench-java", "bench-backlog", JAVA, interval_ms, records)
 
@@ -536,7 +536,7 @@ def java_latency(stack: Stack, topic: str, interval_ms: int, rate: float, second
     stack.create_topic(topic, partitions=partitions)
     create_naive_table(stack, JAVA_LATENCY)
     name = f"{topic}-sink"
-    with java_sink.ConnectWorker(stack, java_sink.scratch_dir()) as worker:
+    with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
         worker.add(java_sink.connector_config(stack, name, topic, JAVA_LATENCY, interval_ms))
         worker.wait_assigned(name, topic)  # the JVM's start and the group's join are no part of it
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
@@ -721,7 +721,7 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
         d = java.drain
         rows.append(("(d) Java Iceberg sink", f"{d.rps:,.0f}/s",
                      f"Kafka Connect, tasks.max={f['java_sink_tasks']}; sinklab is {f['sinklab_vs_java_sink']:.2f}x "
-                     f"this; {d.commits} commits, {d.files_per_commit:.1f} files/commit "
+                     f"this; {d.commits} commit(s), {d.files_per_commit:.1f} files/commit "
                      f"(max {d.max_files_per_commit})"))
     if java.latency is not None:
         lt = java.latency

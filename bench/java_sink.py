@@ -299,7 +299,13 @@ def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") ->
     return np.array([visible[k] - ts for k, ts in stamps.items()]) / 1000, done
 
 
-def scratch_dir() -> Path:
+def scratch_dir(stack: Stack) -> Path:
+    """A fresh directory for one worker's files and log: in the stack's workdir, which goes with
+    an embedded stack (a failure's message carries the log's end), else a temporary one."""
+    if stack.workdir is not None:
+        folder = stack.workdir / "connect"
+        folder.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix="worker-", dir=folder))
     return Path(tempfile.mkdtemp(prefix="sinklab-connect-"))
 
 
