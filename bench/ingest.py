@@ -511,9 +511,11 @@ def key_timestamps(stack: Stack, topic: str) -> dict[bytes, int]:
     """Every record's key (the pizza's ``order_id``) and Kafka timestamp (ms)."""
     consumer, total = assign_all(stack, topic)
     found: dict[bytes, int] = {}
-    while len(found) < total:
+    seen = 0
+    while seen < total:
         for m in consumer.consume(10_000, timeout=1.0):
             found[m.key()] = m.timestamp()[1]
+            seen += 1
     consumer.close()
     return found
 

@@ -27,7 +27,7 @@ import requests
 
 from sinklab.sink.tables import identifier
 from sinklab.stack import jars
-from sinklab.stack.process import LOOPBACK, ManagedProcess, ProcessError, free_port
+from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -316,6 +316,3 @@ def require_jars() -> None:
     except jars.JarsNotFound as exc:
         raise JavaSinkError(str(exc)) from exc
 
-
-__all__ = ["ConnectWorker", "JavaDrain", "JavaSinkError", "ProcessError", "commits", "connector_config", "drain",
-           "require_jars", "scratch_dir", "visibility", "wait_for_records"]
