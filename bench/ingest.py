@@ -654,6 +654,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
         java_sink_p99_s=jl.p99_s if jl else None, java_sink_p50_s=jl.p50_s if jl else None,
         java_sink_max_visibility_s=jl.max_s if jl else None, java_sink_commits=jd.commits if jd else None,
         java_sink_records=jd.records if jd else None, java_sink_tasks=os.cpu_count(),
+        java_sink_commit_at_s=jd.commit_at_s if jd else None,
         java_sink_latency_commits=jl.commits if jl else None,
         java_sink_latency_files_per_commit=jl.files_per_commit if jl else None,
         sinklab_vs_java_sink=figures["sinklab_rps"] / jd.rps if jd else None,
@@ -724,7 +725,8 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
         rows.append(("(d) Java Iceberg sink", f"{d.rps:,.0f}/s",
                      f"Kafka Connect, tasks.max={f['java_sink_tasks']}; sinklab is {f['sinklab_vs_java_sink']:.2f}x "
                      f"this; {d.commits} commit(s), {d.files_per_commit:.1f} files/commit "
-                     f"(max {d.max_files_per_commit})"))
+                     f"(max {d.max_files_per_commit}); committed at "
+                     + ", ".join(f"{t:.1f}" for t in d.commit_at_s) + " s"))
     if java.latency is not None:
         lt = java.latency
         rows.append(("Java sink visibility p50 / p99", f"{lt.p50_s:.2f} / {lt.p99_s:.2f} s",

@@ -260,6 +260,9 @@ class JavaDrain:
     commits: int
     files_per_commit: float
     max_files_per_commit: int
+    # Seconds from the connector's creation to each commit's publish: how much of the drain was
+    # the commit timer (the first commit comes one interval after the coordinator starts).
+    commit_at_s: list[float]
 
     @property
     def rps(self) -> float:
@@ -270,7 +273,7 @@ def drain(stack: Stack, worker: ConnectWorker, name: str, topic: str, table_name
           expected: int, timeout: float = 900) -> JavaDrain:
     """The Java sink drains ``topic`` into an empty ``table_name``: from the connector's creation to
     the table holding every record (polled every 0.1 s)."""
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     worker.add(connector_config(stack, name, topic, table_name, interval_ms))
     try:
         ended = wait_for_records(stack, worker, name, table_name, expected, timeout)
@@ -280,7 +283,7 @@ def drain(stack: Stack, worker: ConnectWorker, name: str, topic: str, table_name
     done = commits(table)
     files = [len(c.files) for c in done]
     return JavaDrain(total_records(table), ended - started, len(done), float(np.mean(files)) if files else 0.0,
-                     max(files, default=0))
+                     max(files, default=0), [c.published_ms / 1000 - started_wall for c in done])
 
 
 def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") -> tuple[np.ndarray, list[Commit]]:
