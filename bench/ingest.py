@@ -733,8 +733,11 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
                      f"same rate and interval; {lt.commits} commits, {lt.files_per_commit:.1f} files/commit, "
                      f"max {lt.max_s:.2f} s"))
     if java.error is not None:
+        # The first line and a Java trace's root cause; the JSON line has the whole message and log.
+        lines = java.error.splitlines()
+        causes = [line.strip() for line in lines if line.startswith("Caused by:")]
         rows.append(("(d) Java Iceberg sink", "not run" if java.drain is None else "failed",
-                     java.error.splitlines()[0][:200]))
+                     lines[0][:200] + (f" ... {causes[-1][:200]}" if causes else "")))
     return rows
 
 
