@@ -53,6 +53,7 @@ from sinklab.sink import IcebergSink, events, read_control_log
 from sinklab.sink.progress import parse_offsets
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
+from sinklab.stack.spark import SparkSettings
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -359,19 +360,41 @@ def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: i
     return DrainResult(sum(c.records for c in cycles), seconds, cycles, jobs)
 
 
-def warm_up(stack: Stack, records: int, interval_ms: int) -> float:
-    """Create the tables (auto-create, from 2,000 events; returns the seconds that took), then drain
-    ``records`` more through both sinks so that the measured drains run on a warm JVM, as a sink
-    that has been running does."""
+def warm_up(stack: Stack, records: int, interval_ms: int) -> tuple[float, float]:
+    """Create the tables (auto-create, from 2,000 events), then drain ``records`` more through both
+    sinks so that the measured drains run on a warm JVM, as a sink that has been running does.
+    Returns the seconds creating took, and those of the very first cycle (a fresh JVM's first
+    queries and the auto-create of one table)."""
     produce(stack, "bench-create", 2_000, partitions=1, seed=99)
     produce(stack, "bench-warm", records, partitions=6, seed=98)
     started = time.monotonic()
+    first = []
     for name, tables in (("bench-create-single", [SINGLE]), ("bench-create-fanout", list(FANOUT))):
-        drain(stack, name, "bench-create", tables, interval_ms, 2_000)
+        first.append(drain(stack, name, "bench-create", tables, interval_ms, 2_000).cycles[0].duration_ms / 1000)
     created = time.monotonic() - started
     for name, tables in (("bench-warm-single", [SINGLE]), ("bench-warm-fanout", list(FANOUT))):
         drain(stack, name, "bench-warm", tables, interval_ms, records)
-    return created
+    return created, first[0]
+
+
+def on_cluster(stack: Stack, workers: int, topic: str, interval_ms: int, records: int) -> DrainResult:
+    """The backlog drained by a sink whose executors run on a standalone cluster of ``workers``
+    one-core workers on this machine (the driver's Spark is restarted against it, then back)."""
+    from sinklab.stack.cluster import StandaloneCluster
+
+    local = stack.spark_settings
+    with tempfile.TemporaryDirectory(prefix="sinklab-cluster-") as work, \
+            StandaloneCluster(Path(work), workers=workers) as cluster:
+        stack.stop_spark()
+        stack.spark_settings = local.model_copy(update={"master": cluster.master_url, "conf": {
+            **local.conf, "spark.executor.memory": "1g", "spark.executor.cores": "1"}})
+        try:
+            table = f"{NAMESPACE}.cluster_{workers}"
+            drain(stack, f"bench-cluster-{workers}-warm", "bench-create", [table], interval_ms, 2_000)
+            return drain(stack, f"bench-cluster-{workers}", topic, [table], interval_ms, records)
+        finally:
+            stack.stop_spark()
+            stack.spark_settings = local
 
 
 def drop_topics(stack: Stack, topics: list[str]) -> None:
@@ -573,6 +596,10 @@ def main() -> None:  # noqa: C901 - one section per measurement
     parser.add_argument("--sweep", default="", help="comma-separated commit intervals (ms) to measure latency and "
                                                     "the naive baseline at")
     parser.add_argument("--profile", action="store_true", help="print the Spark jobs of each drain cycle")
+    parser.add_argument("--master", help="run every Spark part on this master (e.g. spark://host:7077) instead "
+                                         "of local[*]")
+    parser.add_argument("--cluster", default="", help="comma-separated worker counts: drain the backlog once more on "
+                                                      "a local standalone cluster of that many one-core workers")
     parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
     parser.add_argument("--no-java-sink", action="store_true",
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
@@ -580,9 +607,11 @@ def main() -> None:  # noqa: C901 - one section per measurement
     if args.quick:
         args.records, args.latency_seconds, args.sweep = 200_000, 20, ""
     sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
+    args.cluster = [int(n) for n in args.cluster.split(",") if n.strip()]
     figures: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "interval_ms": args.interval_ms}
     began = time.monotonic()
-    with Stack.embedded() as stack:
+    # The Connect REST API is not measured.
+    with Stack.embedded(spark=SparkSettings(master=args.master) if args.master else None, connect=False) as stack:
         services = {pid for pid in stack.info.pids.values() if pid}
         with RssSampler(services) as rss:
             with rss.phase("produce"):
@@ -591,7 +620,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 figures["raw_consume_rps"] = raw_consume(stack, "bench-backlog")
             with rss.phase("warm-up"):
                 stack.spark  # noqa: B018 - the JVM's start is no part of any figure
-                figures["auto_create_s"] = warm_up(stack, min(args.records // 5, 200_000), args.interval_ms)
+                figures["auto_create_s"], figures["first_cycle_s"] = warm_up(
+                    stack, min(args.records // 5, 200_000), args.interval_ms)
             with rss.phase("naive"):
                 naive = naive_pyiceberg(stack, "bench-backlog", create_naive_table(stack), args.interval_ms / 1000)
             figures["naive_pyiceberg_rps"] = naive.rps
@@ -611,6 +641,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
                                                 args.interval_ms)
                     except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is a figure too
                         java.error = f"drain: {failure(exc)}"
+            clusters = {n: on_cluster(stack, n, "bench-backlog", args.interval_ms, args.records)
+                        for n in args.cluster}
             naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
                                            interval / 1000) for interval in sweep]
             drop_topics(stack, ["bench-backlog", "bench-warm", "bench-create"])
@@ -643,7 +675,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
         peak_rss_mb=rss.peak["total"] / 2**20,
         peak_rss_by_process_mb={k: v / 2**20 for k, v in rss.peak.items() if k != "total"},
         peak_rss_by_phase_mb={k: v / 2**20 for k, v in rss.phase_peak.items()},
-        naive_appends=naive.appends, elapsed_s=time.monotonic() - began,
+        naive_appends=naive.appends, elapsed_s=time.monotonic() - began, reader="spark-sql-kafka",
+        master=args.master or "local[*]", cluster_rps={str(n): r.rps for n, r in clusters.items()},
     )
     figures["sinklab_vs_naive"] = figures["sinklab_rps"] / figures["naive_pyiceberg_rps"]
     figures["sinklab_vs_raw"] = figures["sinklab_rps"] / figures["raw_consume_rps"]
@@ -683,6 +716,9 @@ def main() -> None:  # noqa: C901 - one section per measurement
          f"{f['fanout_spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
         ("files per table commit", f"{f['files_per_table_commit']}", f"write tasks: {f['write_tasks']}"),
         ("auto-create", f"{f['auto_create_s']:.1f} s", "two sinks creating 1 + 3 tables from 2,000 events (cold JVM)"),
+        ("first cycle", f"{f['first_cycle_s']:.1f} s", "a fresh JVM's first cycle, auto-creating its table"),
+        *[(f"(c) on a cluster, {n} worker(s)", f"{r:,.0f}/s", "local standalone master + one-core workers, "
+           "executors in their own JVMs") for n, r in f["cluster_rps"].items()],
         ("fixed cost per cycle", f"{f['cycle_fixed_s']:.2f} s",
          f"median cycle carrying one record; a cycle with nothing new {f['empty_cycle_s']:.2f} s"),
         ("visibility p50 / p99", f"{f['p50_visibility_s']:.2f} / {f['p99_visibility_s']:.2f} s",

@@ -51,7 +51,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             # Some of its processes died: start those again, keep the others.
             resume = previous
     started = time.monotonic()
-    stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous)
+    stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
+                           connect_port=args.connect_port)
     try:
         stack.write(path)
     except BaseException:
@@ -63,6 +64,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap_servers  {info.bootstrap_servers}")
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
+    print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")
     if "s3" in info.pids:
         print(f"  s3 endpoint        {info.catalog_properties['s3.endpoint']} (moto: objects live in memory "
               "until `stack down`)")
@@ -112,7 +114,7 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     states = {name: ("running" if pid and pid_alive(pid) else "stopped") for name, pid in info.pids.items()}
     report = {"stack": str(_stack_file(args.workdir)), "processes": {
         name: {"pid": info.pids[name], "state": state} for name, state in states.items()
-    }, "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri}
+    }, "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri, "connect_url": info.connect_url}
     print(json.dumps(report, indent=2))
     return 0 if states and all(s == "running" for s in states.values()) else 3
 
@@ -127,7 +129,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _stack_for(args: argparse.Namespace) -> Stack:
     if args.stack:
-        return Stack.from_file(args.stack)
+        stack = Stack.from_file(args.stack)
+        master, conf = getattr(args, "master", None), getattr(args, "conf", None) or []
+        if master or conf:
+            bad = [c for c in conf if "=" not in c]
+            if bad:
+                raise CliError(f"--conf: {bad[0]!r} is not KEY=VALUE")
+            settings = stack.spark_settings
+            stack.spark_settings = settings.model_copy(update={
+                "master": master or settings.master,
+                "conf": {**settings.conf, **dict(c.split("=", 1) for c in conf)}})
+        return stack
     raise CliError("--stack: give the stack.json of a running stack (`sinklab stack up --workdir DIR` writes one)")
 
 
@@ -155,6 +167,56 @@ def cmd_sink_run(args: argparse.Namespace) -> int:
                 print(f"sink {config.name}: {cycles} cycles, {status.records} records")
         finally:
             sink.stop()
+    return 0
+
+
+def _connect_url(args: argparse.Namespace) -> str:
+    """The Connect server to talk to: --url, else the stack.json's connect_url, else Connect's default."""
+    if args.url:
+        return str(args.url)
+    stack_file = args.target_stack or args.stack
+    if stack_file:
+        path = Path(stack_file)
+        info = StackInfo.model_validate_json((path / STACK_FILE if path.is_dir() else path).read_text())
+        if not info.connect_url:
+            raise CliError(f"{stack_file}: the stack runs no Connect server (no connect_url); give --url")
+        return info.connect_url
+    return "http://localhost:8083"
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    from sinklab.connect.apply import ApplyError, apply, diff
+
+    if args.connect_command in ("apply", "diff"):
+        try:
+            url = _connect_url(args)
+            if args.connect_command == "apply":
+                apply(url, args.dir, prune=args.prune)
+                return 0
+            changes = diff(url, args.dir, prune=args.prune)
+        except ApplyError as exc:
+            raise CliError(str(exc)) from None
+        pending = [c for c in changes if c.changes]
+        print(f"{len(pending)} connector(s) would change" if pending else "no changes")
+        # Non-zero when apply would change something: a CI check on a pull request.
+        return 2 if pending else 0
+    if not args.stack:
+        raise CliError("connect: give --stack stack.json (the stack to run connectors on), or a subcommand "
+                       "(apply, diff)")
+    import logging
+
+    from sinklab.connect.store import StoreLocked
+    from sinklab.connect.worker import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        run(args.stack, args.host, args.port, args.state_dir)
+    except StoreLocked as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"--port {args.port}: {exc.strerror}") from None
     return 0
 
 
@@ -213,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sink_sub.add_parser("run", help="run a sink from a Kafka Connect JSON config")
     run.add_argument("--config", required=True, help="Kafka Connect sink JSON ({name, config} or the flat map)")
     run.add_argument("--stack", help="stack.json of the stack to run on")
+    run.add_argument("--master", help="Spark master URL (spark://host:7077, yarn, k8s://...; default: the stack's, "
+                                      "local[*])")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark property for the sink's driver, e.g. spark.executor.memory=2g (repeatable)")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="one commit cycle up to the current end offsets")
     mode.add_argument("--until-idle", type=float, metavar="SECONDS", help="stop after SECONDS with nothing new")
@@ -243,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--compose", action="store_true",
                     help="start nothing: connect to the services of compose.yaml (`docker compose up -d --wait` "
                          "first; needs a Docker engine)")
+    up.add_argument("--connect-port", type=int,
+                    help="port of the stack's Kafka Connect REST API (default: a free one; 8083 is Connect's)")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)
@@ -250,6 +318,29 @@ def build_parser() -> argparse.ArgumentParser:
     status = stack_sub.add_parser("status", help="show the stack's processes (exit 3 if any is down)")
     status.add_argument("--workdir", required=True)
     status.set_defaults(func=cmd_stack_status)
+
+    connect = sub.add_parser(
+        "connect", help="the Kafka Connect REST API: run a server on a stack, or apply/diff a folder of connectors",
+        description="With --stack: serve Kafka Connect's REST API on that stack until Ctrl-C (the embedded stack "
+                    "starts one itself; see connect_url in its stack.json). apply/diff: connectors as code.")
+    connect.add_argument("--stack", help="stack.json of the stack to run connectors on")
+    connect.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
+    connect.add_argument("--port", type=int, default=8083, help="port to listen on (default: 8083, Connect's)")
+    connect.add_argument("--state-dir", help="where connector configs and target states are kept (default: the "
+                                             "stack's workdir/connect, else beside stack.json)")
+    connect.set_defaults(func=cmd_connect, connect_command=None)
+    connect_sub = connect.add_subparsers(dest="connect_command")
+    for verb, text in (("apply", "PUT every connector JSON of DIR; report created / updated / unchanged"),
+                       ("diff", "print what apply would change; exit 2 when something would")):
+        cmd = connect_sub.add_parser(verb, help=text)
+        cmd.add_argument("dir", help="a folder of connector JSON files ({name, config} or a flat config named by "
+                                     "its file)")
+        cmd.add_argument("--prune", action="store_true",
+                         help="also delete (apply) or count as a change (diff) connectors that are not in DIR")
+        cmd.add_argument("--url", help="the Connect server (default: --stack's connect_url, else "
+                                       "http://localhost:8083)")
+        cmd.add_argument("--stack", dest="target_stack", help="stack.json whose connect_url to use")
+        cmd.set_defaults(func=cmd_connect)
 
     jar = sub.add_parser("jars", help="the JVM parts' jars, from Maven Central by pinned coordinate")
     jar_sub = jar.add_subparsers(dest="jars_command", required=True)

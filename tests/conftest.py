@@ -26,3 +26,9 @@ def unique() -> str:
 @pytest.fixture()
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture()
+def stack_file(stack: Stack, tmp_path: Path) -> Path:
+    """The shared stack's stack.json, for sinks run as processes (``sinklab sink run --stack``)."""
+    return stack.write(tmp_path / "stack.json")

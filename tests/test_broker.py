@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sinklab.stack import Stack
@@ -79,3 +80,15 @@ def test_restart_keeps_data(tmp_path: Path) -> None:
         assert consume_all(broker.bootstrap_servers, "kept") == [str(i).encode() for i in range(50)]
     finally:
         broker.stop()
+
+
+def test_a_cluster_id_starting_with_a_dash_formats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One random id in 64 starts with '-', which Kafka's format tool would read as an option.
+    from sinklab.stack import broker
+
+    monkeypatch.setattr(broker, "_cluster_id", lambda: "-AbCdEfGhIjKlMnOpQrStU")
+    b = EmbeddedBroker(tmp_path)
+    b.home.mkdir(parents=True)
+    b.config_path.write_text("".join(f"{k}={v}\n" for k, v in b.properties().items()))
+    b._format(broker.jars.classpath(broker.jars.KAFKA))
+    assert "cluster.id=-AbCdEfGhIjKlMnOpQrStU" in (b.data_dir / "meta.properties").read_text()

@@ -107,7 +107,7 @@ def test_broker_killed_mid_cycle_then_restarted(own_stack: Stack, unique: str,
 
     # `stack up` on the workdir: the broker alone starts again, on its old port.
     with Stack.embedded(stack.workdir, resume=stack.info) as restarted:
-        assert set(restarted.info.pids) == {"broker", "catalog"}
+        assert set(restarted.info.pids) == {"broker", "catalog", "connect"}
         assert restarted.bootstrap_servers == stack.bootstrap_servers
         more = produce(stack, unique, 500, seed=22)
         sink = IcebergSink(stack, config)

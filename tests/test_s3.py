@@ -134,7 +134,7 @@ def test_spark_sql_round_trip_on_s3(s3_stack: Stack, unique: str) -> None:
 def test_closing_the_stack_stops_the_s3_server(tmp_path: Path) -> None:
     with Stack.embedded(tmp_path / "stk", storage="s3") as stack:
         pids = dict(stack.info.pids)
-        assert set(pids) == {"broker", "catalog", "s3"}
+        assert set(pids) == {"broker", "catalog", "s3", "connect"}
         endpoint = stack.info.catalog_properties["s3.endpoint"]
         assert DEFAULT_BUCKET in {b["Name"] for b in s3_client(stack).list_buckets()["Buckets"]}
         config = requests.get(stack.info.catalog_uri + "/v1/config", timeout=5)
@@ -156,7 +156,8 @@ def test_cli_stack_up_with_s3_storage(tmp_path: Path) -> None:
     try:
         assert up.returncode == 0, up.stderr
         info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
-        assert set(info.pids) == {"broker", "catalog", "s3"} and all(pid_alive(p) for p in info.pids.values())
+        assert set(info.pids) == {"broker", "catalog", "s3", "connect"}
+        assert all(pid_alive(p) for p in info.pids.values())
         assert info.warehouse == f"s3://{DEFAULT_BUCKET}/warehouse"
         assert requests.get(info.catalog_properties["s3.endpoint"], timeout=5).status_code == 200
         assert "s3" in up.stdout
@@ -203,17 +204,20 @@ def test_s3_settings_use_iceberg_s3fileio() -> None:
 def test_s3_jars_resolution(tmp_path: Path) -> None:
     # sinklab's pinned coordinates, resolved into the cache by make setup.
     resolved = spark_jars(SparkSettings(), s3=True)["spark.jars"].split(",")
+    kafka_source = [str(j) for j in jars.jars(jars.SPARK_KAFKA)]
     assert [Path(j).name for j in resolved] == [f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG_VERSION}.jar",
+                                                *[Path(j).name for j in kafka_source],
                                                 f"iceberg-aws-bundle-{jars.ICEBERG_VERSION}.jar"]
     assert all(Path(j).is_file() for j in resolved)
     assert "iceberg-aws-bundle" not in spark_jars(SparkSettings(), s3=False)["spark.jars"]
 
     # Your own S3 jars replace sinklab's.
     own = [str(tmp_path / "iceberg-aws-bundle-1.9.0.jar")]
-    assert spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")[1:] == own
+    assert spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")[1:] == [*kafka_source, *own]
 
     # Coordinates for Spark to resolve: the bundle added once.
     conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0"]), s3=True)
-    assert conf["spark.jars.packages"].split(",")[-1] == jars.SPARK_S3.coordinates[0] and "spark.jars" not in conf
+    assert conf["spark.jars.packages"].split(",")[1:] == [jars.SPARK_KAFKA.coordinates[0], jars.SPARK_S3.coordinates[0]]
+    assert "spark.jars" not in conf
     conf = spark_jars(SparkSettings(packages=["x:y:1", "org.apache.iceberg:iceberg-aws-bundle:1.9.0"]), s3=True)
     assert conf["spark.jars.packages"].count("iceberg-aws-bundle") == 1

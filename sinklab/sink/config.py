@@ -225,6 +225,12 @@ def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
 
 def load_config(source: str | Path | dict[str, Any], name: str | None = None) -> SinkConfig:
     """Read a Kafka Connect sink configuration: ``{"name": ..., "config": {...}}`` or the flat map."""
+    name, conf = read_connect_json(source, name)
+    return from_connect(name, conf)
+
+
+def read_connect_json(source: str | Path | dict[str, Any], name: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The connector's name and its flat config map, from either Connect JSON shape (unvalidated)."""
     if isinstance(source, dict):
         raw = source
         origin = "<dict>"
@@ -248,7 +254,7 @@ def load_config(source: str | Path | dict[str, Any], name: str | None = None) ->
         name = Path(source).stem.replace("_", "-")
     if not name:
         raise ConfigError("name: a sink needs a name (it keys the consumer group and the transactional id)")
-    return from_connect(str(name), conf)
+    return str(name), conf
 
 
 def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 - one branch per key family

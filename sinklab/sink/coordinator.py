@@ -127,6 +127,9 @@ class Coordinator:
         self.group = Consumer({**self.kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
         self.producer = Producer({
+            # A transaction call waits for its request, whose own timeout (librdkafka's socket.timeout.ms,
+            # 60 s) overrides the call's: with the broker gone, send_offsets_to_transaction took 60 s (measured).
+            "socket.timeout.ms": int(self.kafka_timeout_s * 1000),
             **self.kafka_conf,
             "transactional.id": config.transactional_id,
             # The transaction stays open while tables commit.
@@ -224,7 +227,8 @@ class Coordinator:
         try:
             stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
                 F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
-                F.sum(F.col("value").isNull().cast("int")).alias("tombstones")).collect()}
+                F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
+                F.count(F.col(ERROR)).alias("bad")).collect()}
             # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
             read = int(sum(s.n for s in stats.values()))
             counters = {"records": read, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
@@ -233,7 +237,8 @@ class Coordinator:
             records = with_payload(prepared)
             records = records if self.config.row_level else records.where(F.col("value").isNotNull())
             cycle = Cycle(plan, commit_id, vtts, counters)
-            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+            if any(s.bad for s in stats.values()):  # counted by the job above: no job of its own when there are none
+                self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
             good = records.where(F.col(ERROR).isNull())
             states = self._destinations(cycle, good, configured)
             rows: dict[str, DataFrame] = {}
@@ -287,7 +292,8 @@ class Coordinator:
             if in_txn:
                 self._abort()
             for name, stage in staged.items():
-                self._forget_stage(name, stage.stage)
+                if not stage.published:  # a published stage went away in its commit
+                    self._forget_stage(name, stage.stage)
             prepared.unpersist()
 
     def _load(self, name: str) -> TableState:

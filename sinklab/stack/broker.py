@@ -103,7 +103,7 @@ class EmbeddedBroker:
 
     def _format(self, classpath: str) -> None:
         argv = [jars.java(), f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}", "-cp", classpath,
-                "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.config_path),
+                "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(self.config_path),
                 "--ignore-formatted"]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:

@@ -22,6 +22,7 @@ from xml.sax.saxutils import quoteattr
 ICEBERG_VERSION = "1.10.1"
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.12"  # pyspark 3.5 wheels are built for Scala 2.12
+SPARK_KAFKA_VERSION = "3.5.7"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 
 JARS_DIR_ENV = "SINKLAB_JARS_DIR"  # a user's own jars, one subfolder per part (air-gapped machines)
@@ -57,7 +58,15 @@ SPARK_ICEBERG = Part("spark-iceberg",
                      transitive=False)
 # Iceberg's S3FileIO for Spark (AWS SDK v2, shaded).
 SPARK_S3 = Part("spark-s3", (f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",), transitive=False)
-PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3)}
+# Spark's Kafka source. 3.5.7 is the newest on Central (pyspark is 3.5.9; the source's API is stable within 3.5).
+# Listed without their dependencies: the rest of what they need (lz4, snappy, zstd-jni, slf4j) is in pyspark's
+# jars already, and a second copy at another version on the classpath is what breaks a JVM at run time.
+SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_KAFKA_VERSION}",
+                                   f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_VERSION}:"
+                                   f"{SPARK_KAFKA_VERSION}",
+                                   "org.apache.kafka:kafka-clients:3.4.1",
+                                   "org.apache.commons:commons-pool2:2.11.1"), transitive=False)
+PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3, SPARK_KAFKA)}
 
 # The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink in a standalone Connect worker.
 # Its runtime zip is not on Maven Central, so its classpath is assembled here: the sink (which brings

@@ -94,6 +94,23 @@ def stop_pid(pid: int, timeout: float = 10.0, group: bool = True) -> None:
     raise ProcessError(f"process {pid} survived SIGKILL")
 
 
+def stop_leader_first(pid: int, grace: float, timeout: float = 10.0) -> None:
+    """SIGTERM to the leader alone, up to ``grace`` seconds to exit, then ``stop_pid`` on its group.
+
+    For a server that stops its own children in order (the Connect server finishes its sinks' cycles,
+    then stops its Spark JVM): signalling the whole group at once would kill the JVM under them.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not pid_alive(pid):
+            break
+        time.sleep(0.05)
+    stop_pid(pid, timeout=timeout)
+
+
 def _group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes of process group ``pgid``."""
     members = []

@@ -74,26 +74,36 @@ def catalog_conf(name: str, uri: str, warehouse: str, token: str | None = None,
 
 
 def spark_jars(settings: SparkSettings, s3: bool = False) -> dict[str, str]:
-    """``spark.jars`` / ``spark.jars.packages`` for the session, by the rules in ``SparkSettings``."""
+    """``spark.jars`` / ``spark.jars.packages`` for the session, by the rules in ``SparkSettings``.
+
+    Spark's Kafka source, which the sink reads with, joins by the same rule as the S3 bundle: from
+    ``packages`` when those are the source, else sinklab's pinned jars; never twice."""
     paths = list(settings.jars)
     packages = list(settings.packages)
     if not paths and not packages:
         paths = [str(j) for j in jars.jars(jars.SPARK_ICEBERG)]
+    _add_part(paths, packages, jars.SPARK_KAFKA, "spark-sql-kafka-0-10", [], bool(settings.jars))
     if s3:
-        has_bundle = any(Path(j).name.startswith("iceberg-aws-bundle") for j in paths) or any(
-            ":iceberg-aws-bundle:" in p for p in packages)
-        if settings.s3_jars:
-            paths += [j for j in settings.s3_jars if j not in paths]
-        elif not has_bundle and packages and not settings.jars:
-            packages += list(jars.SPARK_S3.coordinates)
-        elif not has_bundle:
-            paths += [str(j) for j in jars.jars(jars.SPARK_S3)]
+        _add_part(paths, packages, jars.SPARK_S3, "iceberg-aws-bundle", settings.s3_jars, bool(settings.jars))
     conf = {}
     if paths:
         conf["spark.jars"] = ",".join(paths)
     if packages:
         conf["spark.jars.packages"] = ",".join(packages)
     return conf
+
+
+def _add_part(paths: list[str], packages: list[str], part: jars.Part, artifact: str, own: list[str],
+              own_jars: bool) -> None:
+    if any(Path(j).name.startswith(artifact) for j in paths) or any(f":{artifact}" in p for p in packages):
+        return
+    if own:
+        paths += [j for j in own if j not in paths]
+    elif packages and not own_jars:
+        # The first coordinate brings the rest: Spark resolves packages with their dependencies.
+        packages.append(part.coordinates[0])
+    else:
+        paths += [str(j) for j in jars.jars(part)]
 
 
 def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False) -> SparkSession:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,7 +13,8 @@ from pydantic import BaseModel, Field
 
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
-from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_pid
+from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
+from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_leader_first, stop_pid
 from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import S3_FILE_IO, SparkSettings, build_spark, catalog_conf, is_s3_location, stop_spark
 
@@ -44,6 +46,8 @@ class StackInfo(BaseModel):
     # The embedded processes' ports: a process started again on the same workdir takes them back.
     ports: dict[str, int] = Field(default_factory=dict)
     storage: Literal["local", "s3"] = "local"
+    # The Kafka Connect REST API of the stack (sinklab.connect), when one runs.
+    connect_url: str | None = None
 
 
 class Stack:
@@ -59,10 +63,13 @@ class Stack:
         self._broker: EmbeddedBroker | None = None
         self._catalog_server: EmbeddedCatalog | None = None
         self._s3: EmbeddedS3 | None = None
+        self._connect: EmbeddedConnect | None = None
         self._owned_workdir: Path | None = None
         self._spark: SparkSession | None = None
         self._catalog: RestCatalog | None = None
         self._spark_catalogs: set[str] = set()
+        # The Connect server starts several sinks at once, each from its own thread: one session.
+        self._spark_lock = threading.RLock()
 
     # ---- constructors
     @classmethod
@@ -73,6 +80,8 @@ class Stack:
         spark: SparkSettings | None = None,
         storage: Literal["local", "s3"] = "local",
         resume: StackInfo | None = None,
+        connect: bool = True,
+        connect_port: int | None = None,
     ) -> Stack:
         """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use).
 
@@ -84,6 +93,10 @@ class Stack:
         ``storage="s3"`` also starts an S3 server (moto) and puts the warehouse in its bucket, read
         and written through Iceberg's ``S3FileIO``. moto keeps objects in memory, so an S3
         warehouse lasts as long as its server.
+
+        ``connect`` also starts the Kafka Connect REST server (``sinklab.connect``, its own process;
+        its Spark starts with the first connector) on ``connect_port`` or a free port; its URL is
+        ``info.connect_url``. Its connectors live in ``workdir/connect`` and resume with it.
         """
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
@@ -98,6 +111,14 @@ class Stack:
         running = {name: pid for name, pid in (resume.pids if resume else {}).items() if pid and pid_alive(pid)}
         ports = {name: port for name, port in (resume.ports if resume else {}).items() if name in running
                  or port_free(port)}
+        if connect_port is not None:
+            if "connect" in running and ports.get("connect") != connect_port:
+                raise ProcessError(f"the stack's Connect server already runs on port {ports.get('connect')}, "
+                                   f"not {connect_port}")
+            if "connect" not in running and not port_free(connect_port):
+                raise ProcessError(f"Connect port {connect_port} is in use")
+            ports["connect"] = connect_port
+        connect_server = EmbeddedConnect(workdir, port=ports.get("connect")) if connect else None
         broker = EmbeddedBroker(workdir, port=ports.get("broker"), controller_port=ports.get("controller"))
         s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
         if s3 is None:
@@ -121,8 +142,11 @@ class Stack:
             storage=storage,
             pids=dict(running),
             ports={"broker": broker.port, "controller": broker.controller_port, "catalog": catalog.port,
-                   **({"s3": s3.port} if s3 else {})},
+                   **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {})},
+            connect_url=connect_server.url if connect_server else None,
         )
+        if connect_server is None and resume is not None and "connect" in running:
+            info.connect_url = resume.connect_url  # kept running, though this object does not manage it
         stack = cls(info, spark)
         stack._owned_workdir = owned
         try:
@@ -139,6 +163,11 @@ class Stack:
                 stack._catalog_server = catalog
                 catalog.start()
                 stack.info.pids["catalog"] = catalog.process.pid or 0
+            # Last: it attaches to the broker and the catalog.
+            if connect_server is not None and "connect" not in running:
+                stack._connect = connect_server
+                connect_server.start(stack.info)
+                stack.info.pids["connect"] = connect_server.process.pid or 0
         except BaseException:
             stack.close()
             raise
@@ -231,14 +260,15 @@ class Stack:
             self.stop_spark()
         except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
             errors.append(exc)
-        for proc in (self._catalog_server, self._s3, self._broker):
+        # The Connect server first: its sinks finish their cycle while broker and catalog still answer.
+        for proc in (self._connect, self._catalog_server, self._s3, self._broker):
             if proc is None:
                 continue
             try:
                 proc.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
-        self._catalog_server = self._s3 = self._broker = None
+        self._connect = self._catalog_server = self._s3 = self._broker = None
         if self._owned_workdir is not None:
             shutil.rmtree(self._owned_workdir, ignore_errors=True)
             self._owned_workdir = None
@@ -258,7 +288,7 @@ class Stack:
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
-        self._broker = self._catalog_server = self._s3 = None
+        self._broker = self._catalog_server = self._s3 = self._connect = None
         self._owned_workdir = None
         return self.info
 
@@ -273,6 +303,12 @@ class Stack:
     @property
     def bootstrap_servers(self) -> str:
         return self.info.bootstrap_servers
+
+    @property
+    def connect_server(self) -> EmbeddedConnect | None:
+        """The Kafka Connect REST server this object started (``stop()`` it to restart it with
+        ``Stack.embedded(workdir, resume=info)``, as `stack up` does after a crash)."""
+        return self._connect
 
     @property
     def workdir(self) -> Path | None:
@@ -303,21 +339,23 @@ class Stack:
 
     @property
     def spark(self) -> SparkSession:
-        if self._spark is None:
-            conf = self.spark_catalog_conf(self.info.catalog_name)
-            conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-            self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
-            self._spark_catalogs = {self.info.catalog_name}
-        return self._spark
+        with self._spark_lock:
+            if self._spark is None:
+                conf = self.spark_catalog_conf(self.info.catalog_name)
+                conf["spark.sql.defaultCatalog"] = self.info.catalog_name
+                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
+                self._spark_catalogs = {self.info.catalog_name}
+            return self._spark
 
     def register_spark_catalog(self, name: str) -> None:
         """Expose the stack's catalog in Spark under another name too (a config's ``iceberg.catalog``)."""
-        spark = self.spark
-        if name in self._spark_catalogs:
-            return
-        for key, value in self.spark_catalog_conf(name).items():
-            spark.conf.set(key, value)
-        self._spark_catalogs.add(name)
+        with self._spark_lock:
+            spark = self.spark
+            if name in self._spark_catalogs:
+                return
+            for key, value in self.spark_catalog_conf(name).items():
+                spark.conf.set(key, value)
+            self._spark_catalogs.add(name)
 
     @property
     def uses_s3(self) -> bool:
@@ -362,12 +400,16 @@ def stop_recorded(info: StackInfo) -> list[str]:
     """Stop the processes a ``stack.json`` records; a PID is only signalled while its command line
     still names the stack's workdir (PIDs are reused)."""
     stopped = []
-    for name, pid in info.pids.items():
+    # The Connect server first: its sinks finish their cycle while broker and catalog still answer.
+    for name, pid in sorted(info.pids.items(), key=lambda item: item[0] != "connect"):
         if not pid or not pid_alive(pid):
             continue
         if info.workdir and info.workdir not in _cmdline(pid):
             raise ProcessError(f"PID {pid} ({name}) no longer belongs to the stack in {info.workdir}; not stopping it")
-        stop_pid(pid, timeout=15)
+        if name == "connect":
+            stop_leader_first(pid, STOP_GRACE_S)
+        else:
+            stop_pid(pid, timeout=15)
         stopped.append(name)
     return stopped
 

@@ -1,0 +1,314 @@
+"""Kafka Connect's REST API over HTTP: its paths, JSON shapes, status codes and error body.
+
+The standard library's ``ThreadingHTTPServer``: the API is a handful of small JSON requests, and
+the work (commit cycles) happens in the herder's threads, never in a request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from sinklab.connect.herder import (
+    PLUGIN_CLASSES,
+    BadRequest,
+    ConnectError,
+    Herder,
+    NotFound,
+    is_plugin,
+    normalize,
+    validate,
+)
+from sinklab.sink.config import ConfigError
+from sinklab.stack.jars import ICEBERG_VERSION, KAFKA_VERSION
+
+log = logging.getLogger("sinklab.connect.http")
+
+SINKLAB_VERSION = "0.1.0"
+Response = tuple[int, Any]
+Route = tuple[str, re.Pattern[str], Callable[..., Response]]
+
+
+def config_error_message(exc: ConfigError) -> str:
+    # Connect's wording, with the key sinklab's ConfigError names first.
+    return (f"Connector configuration is invalid and contains the following 1 error(s):\n{exc}\n"
+            "You can also find the above list of errors at the endpoint `/connector-plugins/{connectorType}/config/"
+            "validate`")
+
+
+def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``PUT /connector-plugins/{class}/config/validate``: Connect's ConfigInfos, one entry per key given."""
+    name = str(config.get("name") or "validate")
+    error: tuple[str, str] | None = None
+    try:
+        validate(name, normalize(name, config))
+    except ConfigError as exc:
+        key, _, _ = str(exc).partition(":")
+        error = (key.strip(), str(exc))
+    except BadRequest as exc:
+        key, _, _ = exc.message.partition(":")
+        error = (key.strip(), exc.message)
+    keys = list(config)
+    if error is not None and error[0] not in keys:
+        keys.append(error[0])
+    configs = [{"definition": {"name": key, "type": "STRING", "required": key in ("connector.class", "topics"),
+                               "default_value": None, "importance": "HIGH", "documentation": "", "group": "Common",
+                               "width": "LONG", "display_name": key, "dependents": [], "order": i},
+                "value": {"name": key, "value": None if config.get(key) is None else str(config[key]),
+                          "recommended_values": [], "errors": [error[1]] if error and error[0] == key else [],
+                          "visible": True}}
+               for i, key in enumerate(keys)]
+    return {"name": plugin, "error_count": 1 if error else 0, "groups": ["Common"], "configs": configs}
+
+
+class ConnectApi:
+    """The routes: pure functions of the herder, so that they can be called without a socket too."""
+
+    def __init__(self, herder: Herder, cluster_id: Callable[[], str | None] = lambda: None):
+        self.herder = herder
+        self._cluster_id = cluster_id
+        name = r"(?P<name>[^/]+)"
+        self.routes: list[Route] = [
+            ("GET", re.compile(r"/"), self.root),
+            ("GET", re.compile(r"/connector-plugins/?"), self.plugins),
+            ("PUT", re.compile(r"/connector-plugins/(?P<plugin>[^/]+)/config/validate/?"), self.validate_config),
+            ("GET", re.compile(r"/connectors/?"), self.list),
+            ("POST", re.compile(r"/connectors/?"), self.create),
+            ("GET", re.compile(rf"/connectors/{name}/?"), self.info),
+            ("DELETE", re.compile(rf"/connectors/{name}/?"), self.delete),
+            ("GET", re.compile(rf"/connectors/{name}/config/?"), self.get_config),
+            ("PUT", re.compile(rf"/connectors/{name}/config/?"), self.put_config),
+            ("GET", re.compile(rf"/connectors/{name}/status/?"), self.status),
+            ("GET", re.compile(rf"/connectors/{name}/tasks/?"), self.tasks),
+            ("GET", re.compile(rf"/connectors/{name}/tasks/(?P<task>\d+)/status/?"), self.task_status),
+            ("POST", re.compile(rf"/connectors/{name}/tasks/(?P<task>\d+)/restart/?"), self.task_restart),
+            ("PUT", re.compile(rf"/connectors/{name}/pause/?"), self.pause),
+            ("PUT", re.compile(rf"/connectors/{name}/resume/?"), self.resume),
+            ("PUT", re.compile(rf"/connectors/{name}/stop/?"), self.stop),
+            ("POST", re.compile(rf"/connectors/{name}/restart/?"), self.restart),
+            ("GET", re.compile(rf"/connectors/{name}/topics/?"), self.topics),
+            ("PUT", re.compile(rf"/connectors/{name}/topics/reset/?"), self.topics_reset),
+            ("GET", re.compile(rf"/connectors/{name}/offsets/?"), self.offsets),
+            ("PATCH", re.compile(rf"/connectors/{name}/offsets/?"), self.alter_offsets),
+            ("DELETE", re.compile(rf"/connectors/{name}/offsets/?"), self.reset_offsets),
+        ]
+
+    def handle(self, method: str, target: str, body: Any) -> Response:
+        url = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        expands = parse_qs(url.query).get("expand", [])
+        allowed = False
+        for route_method, pattern, func in self.routes:
+            match = pattern.fullmatch(url.path)
+            if match is None:
+                continue
+            allowed = True
+            if route_method != method:
+                continue
+            params = {k: unquote(v) for k, v in match.groupdict().items()}
+            try:
+                return func(body=body, query=query, expands=expands, **params)
+            except ConnectError as exc:
+                return exc.status, error(exc.status, exc.message)
+            except ConfigError as exc:
+                return 400, error(400, config_error_message(exc))
+        if allowed:
+            return 405, error(405, "HTTP 405 Method Not Allowed")
+        return 404, error(404, "HTTP 404 Not Found")
+
+    # ---- the worker
+    def root(self, **_: Any) -> Response:
+        return 200, {"version": KAFKA_VERSION, "commit": f"sinklab-{SINKLAB_VERSION}",
+                     "kafka_cluster_id": self._cluster_id()}
+
+    def plugins(self, **_: Any) -> Response:
+        return 200, [{"class": cls, "type": "sink", "version": ICEBERG_VERSION} for cls in PLUGIN_CLASSES]
+
+    def validate_config(self, plugin: str, body: Any, **_: Any) -> Response:
+        if not is_plugin(plugin):
+            raise NotFound(f"Failed to find any class that implements Connector and which name matches {plugin}")
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object of config values")
+        given = body.get("connector.class")
+        if given is not None and given != plugin and not (is_plugin(given) and is_plugin(plugin)):
+            raise BadRequest(f"connector.class: {given!r} does not match {plugin!r} in the URL")
+        return 200, validate_response(plugin, {"connector.class": plugin, **body})
+
+    # ---- connectors
+    def list(self, expands: list[str], **_: Any) -> Response:
+        names = self.herder.names()
+        if not expands:
+            return 200, names
+        out: dict[str, dict[str, Any]] = {}
+        for name in names:
+            entry: dict[str, Any] = {}
+            try:
+                if "status" in expands:
+                    entry["status"] = self.herder.status(name)
+                if "info" in expands:
+                    entry["info"] = self.herder.info(name)
+            except NotFound:
+                continue  # deleted meanwhile
+            out[name] = entry
+        return 200, out
+
+    def create(self, body: Any, **_: Any) -> Response:
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"]:
+            raise BadRequest("name: the request needs a connector name: {\"name\": ..., \"config\": {...}}")
+        if not isinstance(body.get("config"), dict):
+            raise BadRequest("config: the request needs a config object: {\"name\": ..., \"config\": {...}}")
+        name = body["name"]
+        return 201, self.herder.create(name, {**body["config"], "name": body["config"].get("name", name)},
+                                       str(body.get("initial_state", "RUNNING")).upper())
+
+    def info(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.info(name)
+
+    def delete(self, name: str, **_: Any) -> Response:
+        self.herder.delete(name)
+        return 204, None
+
+    def get_config(self, name: str, **_: Any) -> Response:
+        return 200, dict(self.herder.get(name).config)
+
+    def put_config(self, name: str, body: Any, **_: Any) -> Response:
+        if isinstance(body, dict) and isinstance(body.get("config"), dict) and set(body) <= {"name", "config"}:
+            # Connect wants the flat map here; a {"name", "config"} file is a common slip, and its
+            # meaning is clear.
+            body = {**body["config"], **({"name": body["name"]} if "name" in body else {})}
+        created = self.herder.put_config(name, body)
+        return (201 if created else 200), self.herder.info(name)
+
+    def status(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.status(name)
+
+    def tasks(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.tasks(name)
+
+    def task_status(self, name: str, task: str, **_: Any) -> Response:
+        return 200, self.herder.task_status(name, int(task))
+
+    def task_restart(self, name: str, task: str, **_: Any) -> Response:
+        # Every task of a connector is a share of one commit cycle: restarting one restarts the sink.
+        self.herder.task_status(name, int(task))
+        self.herder.restart(name)
+        return 204, None
+
+    def pause(self, name: str, **_: Any) -> Response:
+        self.herder.set_target(name, "PAUSED")
+        return 202, None
+
+    def resume(self, name: str, **_: Any) -> Response:
+        self.herder.set_target(name, "RUNNING")
+        return 202, None
+
+    def stop(self, name: str, **_: Any) -> Response:
+        self.herder.set_target(name, "STOPPED")
+        return 204, None
+
+    def restart(self, name: str, query: dict[str, str], **_: Any) -> Response:
+        include_tasks = query.get("includeTasks", "false").lower() == "true"
+        only_failed = query.get("onlyFailed", "false").lower() == "true"
+        before = self.herder.status(name)
+        restarting = self.herder.restart(name, include_tasks, only_failed)
+        if not include_tasks and not only_failed:
+            return 204, None  # Connect's answer to the plain restart, before KIP-745
+        # KIP-745: 202 with the status, RESTARTING where a restart was issued.
+        if restarting:
+            before["connector"] = {"state": "RESTARTING", "worker_id": self.herder.worker_id}
+            if include_tasks:
+                before["tasks"] = [{"id": t["id"], "state": "RESTARTING", "worker_id": t["worker_id"]}
+                                   for t in before["tasks"]]
+        return 202, before
+
+    def topics(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.topics(name)
+
+    def topics_reset(self, name: str, **_: Any) -> Response:
+        self.herder.reset_topics(name)
+        return 202, None
+
+    def offsets(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.offsets(name)
+
+    def alter_offsets(self, name: str, body: Any, **_: Any) -> Response:
+        return 200, self.herder.alter_offsets(name, body)
+
+    def reset_offsets(self, name: str, **_: Any) -> Response:
+        return 200, self.herder.reset_offsets(name)
+
+
+def error(status: int, message: str) -> dict[str, Any]:
+    return {"error_code": status, "message": message}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"sinklab-connect/{SINKLAB_VERSION}"
+    api: ConnectApi  # set on the subclass the server makes
+
+    def _dispatch(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body: Any = None
+        if raw.strip():
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                self._send(400, error(400, f"the request body is not valid JSON: {exc}"))
+                return
+        try:
+            status, payload = self.api.handle(self.command, self.path, body)
+        except Exception as exc:  # noqa: BLE001 - Connect answers 500 with the error's message
+            log.exception("%s %s", self.command, self.path)
+            status, payload = 500, error(500, f"{type(exc).__name__}: {exc}")
+        self._send(status, payload)
+
+    def _send(self, status: int, payload: Any) -> None:
+        data = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        if status == 201 and isinstance(payload, dict) and "name" in payload:
+            self.send_header("Location", f"/connectors/{payload['name']}")
+        if data:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if data and self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch  # noqa: N815 - http.server's names
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        log.info("%s " + format, self.address_string(), *args)
+
+
+class ConnectServer:
+    """The HTTP server in a background thread; ``close`` stops it (the herder is the caller's)."""
+
+    def __init__(self, api: ConnectApi, host: str = "127.0.0.1", port: int = 8083):
+        handler = type("BoundHandler", (Handler,), {"api": api})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.host, self.port = host, int(self.httpd.server_address[1])
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="connect-http", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ConnectServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(10)
+

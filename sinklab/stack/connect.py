@@ -1,0 +1,58 @@
+"""The embedded stack's Kafka Connect REST server (``sinklab/connect/``), as a managed process.
+
+It is its own process, not a thread of the user's kernel: it runs the sinks on its own Spark driver,
+which starts with the first connector (a stack without connectors pays for no second JVM), and it
+outlives a notebook's kernel under ``sinklab stack up``. It reaches the stack through a copy of the
+stack's description in ``<workdir>/connect/stack.json`` and keeps the connectors' configs and
+target states beside it, so that a server started again on the same workdir resumes them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import requests
+
+from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port, stop_leader_first
+
+if TYPE_CHECKING:
+    from sinklab.stack.stack import StackInfo
+
+CONNECT_DIR = "connect"
+# Long enough for the running sinks to finish their cycle and Spark to stop; the sink's protocol
+# makes a kill mid-cycle safe, so the escalation after it loses nothing.
+STOP_GRACE_S = 30
+
+
+class EmbeddedConnect:
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.state_dir = workdir / CONNECT_DIR
+        self.port = port or free_port()
+        self.stack_file = self.state_dir / "stack.json"
+        argv = [sys.executable, "-m", "sinklab.connect", "--stack", str(self.stack_file), "--port", str(self.port),
+                "--state-dir", str(self.state_dir)]
+        self.process = ManagedProcess("Kafka Connect REST server (sinklab.connect)", argv,
+                                      workdir / "logs" / "connect.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def ready(self) -> bool:
+        return requests.get(f"{self.url}/", timeout=2).status_code == 200
+
+    def start(self, info: StackInfo, timeout: float = 60) -> None:
+        from sinklab.stack.catalog import write_private
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Private: an external or S3 stack's description carries credentials.
+        write_private(self.stack_file, info.model_copy(update={"pids": {}}).model_dump_json(indent=2))
+        self.process.start()
+        self.process.wait_ready(self.ready, timeout)
+
+    def stop(self) -> None:
+        if self.process.popen is not None:
+            stop_leader_first(self.process.popen.pid, STOP_GRACE_S)
+        self.process.stop()
