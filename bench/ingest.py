@@ -1,7 +1,7 @@
 """Ingest throughput and visibility latency of the sink, with its baselines measured in the same run.
 
     .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
-                                     [--sweep 1000,2000,5000,10000] [--profile]
+                                     [--sweep 1000,2000,5000,10000] [--profile] [--no-java-sink]
 
 On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
 
@@ -14,7 +14,12 @@ On the embedded stack, N pizza events go into a fresh topic once; then, one afte
 - fixed cost: cycles that carry one record each;
 - latency: events are produced at a fixed rate for T seconds while the sink runs in the
   background; each record's visibility latency is the publish time of the first snapshot whose
-  ``sinklab.offsets`` pass it minus the record's Kafka timestamp.
+  ``sinklab.offsets`` pass it minus the record's Kafka timestamp;
+- the Java sink (``bench/java_sink.py``; ``--no-java-sink`` skips it): Apache Iceberg's own Kafka
+  Connect sink in a standalone Connect worker, ``tasks.max`` = cores, on the same broker, catalog
+  and interval: it drains a warm-up topic, then the same backlog into a table with sinklab's
+  columns, then runs the same latency measurement (a record is found by its key in the data files
+  each snapshot added, as that sink records no source offsets).
 
 Prints a table, then one JSON object as the last line. Not a test: nothing here asserts a duration.
 Run it alone (``flock /tmp/sinklab-spark.lock ...`` on shared machines): the figures are only
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import java_sink  # bench/java_sink.py, next to this script
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
@@ -58,6 +64,8 @@ if TYPE_CHECKING:
 NAMESPACE = "bench"
 SINGLE = f"{NAMESPACE}.pizzas"
 NAIVE = f"{NAMESPACE}.naive"
+# The Java sink's tables, with sinklab's columns: warm-up, the backlog, and the latency run.
+JAVA_WARM, JAVA, JAVA_LATENCY = f"{NAMESPACE}.java_warm", f"{NAMESPACE}.java_pizzas", f"{NAMESPACE}.java_latency"
 # Static fan-out on the sauce: each record lands in exactly one of three tables, about a third each.
 FANOUT = {f"{NAMESPACE}.sauce_mild": "regular|light", f"{NAMESPACE}.sauce_rich": "extra|none",
           f"{NAMESPACE}.sauce_special": "bbq|alfredo"}
@@ -97,6 +105,8 @@ def _kind(pid: int, services: set[int]) -> str:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return "other"
+    if b"ConnectStandalone" in cmd:
+        return "java-sink"
     return "spark" if b"java" in cmd.split(b"\0", 1)[0] or b"pyspark" in cmd else "other"
 
 
@@ -502,12 +512,72 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
 
 # ---- the run
 
-def create_naive_table(stack: Stack) -> Table:
-    """The naive loop's table, with the columns the sink inferred for the same events."""
+def create_naive_table(stack: Stack, name: str = NAIVE) -> Table:
+    """A baseline's empty table (the naive loop's, the Java sink's), with the columns the sink
+    inferred for the same events."""
     like = stack.catalog.load_table(identifier(SINGLE))
-    if stack.catalog.table_exists(identifier(NAIVE)):
-        stack.catalog.drop_table(identifier(NAIVE))
-    return stack.catalog.create_table(identifier(NAIVE), schema=like.schema())
+    if stack.catalog.table_exists(identifier(name)):
+        stack.catalog.drop_table(identifier(name))
+    return stack.catalog.create_table(identifier(name), schema=like.schema())
+
+
+# ---- the Java sink (bench/java_sink.py)
+
+@dataclass
+class JavaResult:
+    drain: java_sink.JavaDrain | None = None
+    latency: LatencyResult | None = None
+    error: str | None = None
+
+
+def key_timestamps(stack: Stack, topic: str) -> dict[bytes, int]:
+    """Every record's key (the pizza's ``order_id``) and Kafka timestamp (ms)."""
+    consumer, total = assign_all(stack, topic)
+    found: dict[bytes, int] = {}
+    seen = 0
+    while seen < total:
+        for m in consumer.consume(10_000, timeout=1.0):
+            found[m.key()] = m.timestamp()[1]
+            seen += 1
+    consumer.close()
+    return found
+
+
+def java_drain(stack: Stack, warm: int, records: int, interval_ms: int) -> java_sink.JavaDrain:
+    """The Java sink on a warm JVM, as sinklab's drains run: ``warm`` records of the warm-up topic
+    first, then the backlog, each by a connector of its own on one worker."""
+    java_sink.require_jars()
+    create_naive_table(stack, JAVA_WARM)
+    create_naive_table(stack, JAVA)
+    with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
+        java_sink.drain(stack, worker, "bench-java-warm", "bench-warm", JAVA_WARM, interval_ms, warm)
+        return java_sink.drain(stack, worker, "bench-java", "bench-backlog", JAVA, interval_ms, records)
+
+
+def java_latency(stack: Stack, topic: str, interval_ms: int, rate: float, seconds: float,
+                 partitions: int) -> LatencyResult:
+    """The latency run of sinklab's ``latency``, with the Java sink in the background."""
+    count = int(rate * seconds)
+    stack.create_topic(topic, partitions=partitions)
+    create_naive_table(stack, JAVA_LATENCY)
+    name = f"{topic}-sink"
+    with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
+        worker.add(java_sink.connector_config(stack, name, topic, JAVA_LATENCY, interval_ms))
+        worker.wait_assigned(name, topic)  # the JVM's start and the group's join are no part of it
+        PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
+        java_sink.wait_for_records(stack, worker, name, JAVA_LATENCY, count, timeout=interval_ms / 1000 + 120)
+        worker.remove(name)
+    table = stack.catalog.load_table(identifier(JAVA_LATENCY))
+    lat, commits = java_sink.visibility(table, key_timestamps(stack, topic))
+    # The snapshot's own timestamp: the Java sink publishes the snapshot it makes, so both are one.
+    return LatencyResult(
+        interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
+        float(np.percentile(lat, 99)), len(commits), statistics.mean(len(c.files) for c in commits),
+        statistics.mean(c.records for c in commits))
+
+
+def failure(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def print_table(rows: list[tuple[str, str, str]]) -> None:
@@ -531,6 +601,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
     parser.add_argument("--cluster", default="", help="comma-separated worker counts: drain the backlog once more on "
                                                       "a local standalone cluster of that many one-core workers")
     parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
+    parser.add_argument("--no-java-sink", action="store_true",
+                        help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
     args = parser.parse_args()
     if args.quick:
         args.records, args.latency_seconds, args.sweep = 200_000, 20, ""
@@ -561,6 +633,14 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 fanout = drain(stack, "bench-fanout", "bench-backlog", list(FANOUT), args.interval_ms, args.records)
             with rss.phase("fixed"):
                 figures["cycle_fixed_s"], figures["empty_cycle_s"] = fixed_cost(stack, "bench-fixed", args.interval_ms)
+            java = JavaResult(error="skipped (--no-java-sink)" if args.no_java_sink else None)
+            if not args.no_java_sink:
+                with rss.phase("java-sink"):
+                    try:
+                        java.drain = java_drain(stack, min(args.records // 5, 200_000), args.records,
+                                                args.interval_ms)
+                    except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is a figure too
+                        java.error = f"drain: {failure(exc)}"
             clusters = {n: on_cluster(stack, n, "bench-backlog", args.interval_ms, args.records)
                         for n in args.cluster}
             naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
@@ -569,6 +649,13 @@ def main() -> None:  # noqa: C901 - one section per measurement
             with rss.phase("latency"):
                 lat = latency(stack, "bench-latency", SINGLE, args.interval_ms, args.latency_rate,
                               args.latency_seconds, args.partitions)
+            if java.drain is not None:
+                with rss.phase("java-sink-latency"):
+                    try:
+                        java.latency = java_latency(stack, "bench-latency-java", args.interval_ms, args.latency_rate,
+                                                    args.latency_seconds, args.partitions)
+                    except Exception as exc:  # noqa: BLE001 - as above
+                        java.error = f"latency: {failure(exc)}"
             swept = []
             for interval, n in zip(sweep, naive_swept, strict=True):
                 seconds = max(args.latency_seconds, 4 * interval / 1000)
@@ -594,6 +681,18 @@ def main() -> None:  # noqa: C901 - one section per measurement
     figures["sinklab_vs_naive"] = figures["sinklab_rps"] / figures["naive_pyiceberg_rps"]
     figures["sinklab_vs_raw"] = figures["sinklab_rps"] / figures["raw_consume_rps"]
     figures["sinklab_vs_spark_alone"] = figures["sinklab_rps"] / figures["spark_alone_rps"]
+    jd, jl = java.drain, java.latency
+    figures.update(
+        java_sink_rps=jd.rps if jd else None, java_sink_files_per_commit=jd.files_per_commit if jd else None,
+        java_sink_p99_s=jl.p99_s if jl else None, java_sink_p50_s=jl.p50_s if jl else None,
+        java_sink_max_visibility_s=jl.max_s if jl else None, java_sink_commits=jd.commits if jd else None,
+        java_sink_records=jd.records if jd else None, java_sink_tasks=os.cpu_count(),
+        java_sink_commit_at_s=jd.commit_at_s if jd else None,
+        java_sink_latency_commits=jl.commits if jl else None,
+        java_sink_latency_files_per_commit=jl.files_per_commit if jl else None,
+        sinklab_vs_java_sink=figures["sinklab_rps"] / jd.rps if jd else None,
+        java_sink_error=java.error,
+    )
     if swept:
         figures["sweep"] = [{"interval_ms": lt.interval_ms, "naive_pyiceberg_rps": n.rps, "naive_appends": n.appends,
                              "p50_visibility_s": lt.p50_s, "p99_visibility_s": lt.p99_s, "max_visibility_s": lt.max_s,
@@ -626,6 +725,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
          f"{lat.rate:,.0f} events/s for {args.latency_seconds:.0f} s, interval {f['interval_ms']} ms, "
          f"{lat.commits} commits, {lat.files_per_commit:.1f} files/commit, cycles {f['latency_cycle_s_mean']:.2f} s "
          f"mean / {f['latency_cycle_s_max']:.2f} s max"),
+        *_java_rows(java, f),
         ("peak RSS", f"{f['peak_rss_mb']:,.0f} MB",
          ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_process_mb"].items())),
     ]
@@ -651,6 +751,30 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 for s in cycle.tables.values():
                     print(f"  {s.table}: write {s.write_ms} ms, publish {s.commit_ms} ms, {len(s.data_files)} files")
     print(json.dumps(_rounded(figures)))
+
+
+def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The Java sink's lines of the table, beside sinklab's; what failed when it could not run."""
+    rows = []
+    if java.drain is not None:
+        d = java.drain
+        rows.append(("(d) Java Iceberg sink", f"{d.rps:,.0f}/s",
+                     f"Kafka Connect, tasks.max={f['java_sink_tasks']}; sinklab is {f['sinklab_vs_java_sink']:.2f}x "
+                     f"this; {d.commits} commit(s), {d.files_per_commit:.1f} files/commit "
+                     f"(max {d.max_files_per_commit}); committed at "
+                     + ", ".join(f"{t:.1f}" for t in d.commit_at_s) + " s"))
+    if java.latency is not None:
+        lt = java.latency
+        rows.append(("Java sink visibility p50 / p99", f"{lt.p50_s:.2f} / {lt.p99_s:.2f} s",
+                     f"same rate and interval; {lt.commits} commits, {lt.files_per_commit:.1f} files/commit, "
+                     f"max {lt.max_s:.2f} s"))
+    if java.error is not None:
+        # The first line and a Java trace's root cause; the JSON line has the whole message and log.
+        lines = java.error.splitlines()
+        causes = [line.strip() for line in lines if line.startswith("Caused by:")]
+        rows.append(("(d) Java Iceberg sink", "not run" if java.drain is None else "failed",
+                     lines[0][:200] + (f" ... {causes[-1][:200]}" if causes else "")))
+    return rows
 
 
 def _write_tasks(result: DrainResult) -> int:

@@ -344,8 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     jar = sub.add_parser("jars", help="the JVM parts' jars, from Maven Central by pinned coordinate")
     jar_sub = jar.add_subparsers(dest="jars_command", required=True)
-    fetch = jar_sub.add_parser("fetch", help="resolve the parts (default: all) into the cache (make setup runs this)")
-    fetch.add_argument("parts", nargs="*", metavar="PART", help=f"of {', '.join(jars.PARTS)}")
+    fetch = jar_sub.add_parser("fetch", help="resolve the parts (default: the stack's, not the bench's) into the "
+                                             "cache (make setup runs this)")
+    fetch.add_argument("parts", nargs="*", metavar="PART",
+                       help=f"of {', '.join(jars.PARTS)}; bench only: {', '.join(jars.BENCH_PARTS)}")
     fetch.set_defaults(func=cmd_jars_fetch)
     export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
                                                "air-gapped machine")
@@ -355,10 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_jars_fetch(args: argparse.Namespace) -> int:
-    unknown = [p for p in args.parts if p not in jars.PARTS]
+    known = jars.PARTS | jars.BENCH_PARTS
+    unknown = [p for p in args.parts if p not in known]
     if unknown:
-        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join(jars.PARTS)}")
-    for part in [jars.PARTS[p] for p in args.parts] or list(jars.PARTS.values()):
+        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join(known)}")
+    # No names: the stack's parts only; the bench's peer is fetched when named (or by the bench).
+    for part in [known[p] for p in args.parts] or list(jars.PARTS.values()):
         started = time.monotonic()
         found = jars.jars(part)
         size = sum(j.stat().st_size for j in found) / 1e6

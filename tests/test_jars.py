@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,15 @@ def test_own_jar_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(jars.JarsNotFound, match=rf"no iceberg-aws-bundle-{jars.ICEBERG_VERSION}\*\.jar for "
                                                 rf"org.apache.iceberg:iceberg-aws-bundle:{jars.ICEBERG_VERSION}"):
         jars.jars(jars.SPARK_S3)
+
+
+def test_the_java_sink_is_fetched_only_on_demand() -> None:
+    # `make setup` and `sinklab jars fetch` with no names fetch PARTS: the bench's peer is not one.
+    assert jars.JAVA_SINK.name not in jars.PARTS and jars.BENCH_PARTS[jars.JAVA_SINK.name] is jars.JAVA_SINK
+    module = jars._module_xml(jars.JAVA_SINK)
+    assert f'name="iceberg-kafka-connect" rev="{jars.ICEBERG_VERSION}"' in module
+    assert '<exclude org="org.apache.orc" module="*"/>' in module
+    # Exclusions name a listing of their own; a part without them keeps the name it had before.
+    plain = jars.Part("x", ("a:b:1",))
+    assert jars._listing(plain).name == f"x-{hashlib.sha256(b'True:a:b:1').hexdigest()[:12]}.txt"
+    assert jars._listing(plain) != jars._listing(jars.Part("x", ("a:b:1",), excludes=("c:*",)))

@@ -41,6 +41,8 @@ class Part:
     name: str
     coordinates: tuple[str, ...]
     transitive: bool = True
+    # "org:module" (module may be "*") left out of the transitive closure: what a part does not run.
+    excludes: tuple[str, ...] = ()
 
 
 # The broker: kafka.Kafka and its dependencies (Scala, kafka-clients, the KRaft modules, log4j2), and the
@@ -65,6 +67,35 @@ SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCAL
                                    "org.apache.kafka:kafka-clients:3.4.1",
                                    "org.apache.commons:commons-pool2:2.11.1"), transitive=False)
 PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3, SPARK_KAFKA)}
+
+# The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink in a standalone Connect worker.
+# Its runtime zip is not on Maven Central, so its classpath is assembled here: the sink (which brings
+# -events, iceberg-core/-data, Avro, Jackson), iceberg-parquet (a compile-only dependency of
+# iceberg-data, so it does not come along), Kafka Connect's runtime at the broker's version, Hadoop's
+# shaded client (Iceberg's Parquet writer needs org.apache.hadoop.conf.Configuration; the shaded pair
+# brings no Jetty or Jersey to clash with Connect's), and log4j2 behind slf4j 2 (the version Iceberg
+# pulls in, for which log4j-slf4j-impl is no binding). Bench-only: not in PARTS, so `make setup`
+# and the tests never download it; `sinklab jars fetch iceberg-connect` or the bench fetches it.
+JAVA_SINK = Part("iceberg-connect", (
+    f"org.apache.iceberg:iceberg-kafka-connect:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-kafka-connect-events:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-data:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-parquet:{ICEBERG_VERSION}",
+    f"org.apache.kafka:connect-runtime:{KAFKA_VERSION}",
+    f"org.apache.kafka:connect-json:{KAFKA_VERSION}",
+    "org.apache.hadoop:hadoop-client-api:3.4.1",
+    "org.apache.hadoop:hadoop-client-runtime:3.4.1",
+    "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
+    "org.apache.logging.log4j:log4j-core:2.24.3",
+), excludes=(
+    # ORC comes with iceberg-data, and the sink writes Parquet here.
+    "org.apache.orc:*",
+    # Logging bindings other than log4j2's, which would compete for slf4j.
+    "org.slf4j:slf4j-log4j12", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:*",
+))
+# Parts fetched only on demand, by name (`sinklab jars fetch <part>`, `jars(<name>)`).
+BENCH_PARTS = {p.name: p for p in (JAVA_SINK,)}
 
 
 def cache_dir() -> Path:
@@ -100,7 +131,7 @@ def java() -> str:
 
 def jars(part: Part | str) -> list[Path]:
     """The jars of ``part``: the user's folder, else the cache, else resolved now (and cached)."""
-    part = PARTS[part] if isinstance(part, str) else part
+    part = (PARTS | BENCH_PARTS)[part] if isinstance(part, str) else part
     user_dir = os.environ.get(JARS_DIR_ENV)
     if user_dir:
         return _user_jars(Path(user_dir).expanduser(), part)
@@ -158,7 +189,10 @@ def export(dest: Path, parts: list[Part] | None = None) -> Path:
 
 def _listing(part: Part) -> Path:
     # Named by the coordinates: a version bump resolves again instead of reusing old jars.
-    key = hashlib.sha256(f"{part.transitive}:{','.join(part.coordinates)}".encode()).hexdigest()[:12]
+    text = f"{part.transitive}:{','.join(part.coordinates)}"
+    if part.excludes:  # only then, so that the listings of the parts without exclusions keep their names
+        text += f":-{','.join(part.excludes)}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:12]
     return cache_dir() / "classpaths" / f"{part.name}-{key}.txt"
 
 
@@ -208,6 +242,9 @@ def _module_xml(part: Part) -> str:
         org, name, rev = coordinate.split(":")[:3]
         deps.append(f'    <dependency org={quoteattr(org)} name={quoteattr(name)} rev={quoteattr(rev)} '
                     f'transitive="{str(part.transitive).lower()}" conf="default->default"/>')
+    for pattern in part.excludes:
+        org, name = pattern.split(":")
+        deps.append(f'    <exclude org={quoteattr(org)} module={quoteattr(name)}/>')
     body = "\n".join(deps)
     return f"""<ivy-module version="2.0">
   <info organisation="sinklab" module={quoteattr(part.name)}/>
