@@ -398,9 +398,8 @@ def on_cluster(stack: Stack, workers: int, topic: str, interval_ms: int, records
 
 
 def drop_topics(stack: Stack, topics: list[str]) -> None:
-    """The backlog's topics go once measured: the runs that follow start from a broker holding only
-    what they read (with noida-db, which rewrote its whole state after any change, a million records
-    kept cost ~2 CPU-s per commit)."""
+    """A sweep's topic goes once measured: the runs that follow find a broker holding only what they
+    and the backlog (kept for the cluster drains at the end) need."""
     admin = stack.admin()  # held: a client collected before its futures resolve fails them
     for future in admin.delete_topics(topics, operation_timeout=30).values():
         future.result(30)
@@ -641,11 +640,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
                                                 args.interval_ms)
                     except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is a figure too
                         java.error = f"drain: {failure(exc)}"
-            clusters = {n: on_cluster(stack, n, "bench-backlog", args.interval_ms, args.records)
-                        for n in args.cluster}
             naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
                                            interval / 1000) for interval in sweep]
-            drop_topics(stack, ["bench-backlog", "bench-warm", "bench-create"])
             with rss.phase("latency"):
                 lat = latency(stack, "bench-latency", SINGLE, args.interval_ms, args.latency_rate,
                               args.latency_seconds, args.partitions)
@@ -662,6 +658,9 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 topic = f"bench-sweep-{interval}"
                 swept.append((n, latency(stack, topic, SINGLE, interval, args.latency_rate, seconds, args.partitions)))
                 drop_topics(stack, [topic])
+            # Last: each restarts the driver's Spark, and every figure above is taken on a warm one.
+            clusters = {n: on_cluster(stack, n, "bench-backlog", args.interval_ms, args.records)
+                        for n in args.cluster}
     figures.update(
         sinklab_rps=single.rps, fanout_rps=fanout.rps,
         files_per_table_commit=max(single.files_per_table_commit, fanout.files_per_table_commit),
