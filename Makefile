@@ -7,7 +7,7 @@ JARS_STAMP := $(VENV)/.jars
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
-.PHONY: setup java test lint demo notebooks lab bench clean
+.PHONY: setup java tools test lint demo notebooks lab bench clean
 
 setup: $(STAMP) java $(JARS_STAMP)
 
@@ -39,10 +39,22 @@ java:
 		echo "sinklab needs Java 17 or newer on PATH (found: $${v:-none}); install a JDK/JRE 17+ and retry"; exit 1; \
 	fi
 
+# The Connect API tests drive the server with the real curl (and jq, as the seed's tutorial does).
+tools:
+	@missing=""; for t in curl jq; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1; then \
+		echo "installing$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+		echo "the tests need$$missing on PATH"; exit 1; \
+	fi
+
 lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
-test: setup lint
+test: setup lint tools
 	$(VENV)/bin/pytest -q
 
 demo: setup
