@@ -27,6 +27,7 @@ import requests
 
 from sinklab.sink.tables import identifier
 from sinklab.stack import jars
+from sinklab.stack.broker import LOG4J2_CONSOLE
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 if TYPE_CHECKING:
@@ -40,14 +41,7 @@ MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectStandalone"
 JVM_OPTS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
 # Warnings, plus the sink's own commit lines ("Commit ... complete"), which show what it did when
 # a run fails.
-LOG4J2 = """status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = warn
-rootLogger.appenderRef.out.ref = out
-logger.iceberg.name = org.apache.iceberg.connect
+LOG4J2 = LOG4J2_CONSOLE + """logger.iceberg.name = org.apache.iceberg.connect
 logger.iceberg.level = info
 logger.herder.name = org.apache.kafka.connect.runtime.standalone
 logger.herder.level = info

@@ -32,14 +32,16 @@ SINGLE_NODE = {
 # Small heap: the embedded broker holds a workshop's data, not a cluster's.
 JVM_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true"]
-LOG4J2 = """status = warn
+# Warnings to the console (the process's log file), for sinklab's JVM processes; each adds its own loggers.
+LOG4J2_CONSOLE = """status = warn
 appender.out.type = Console
 appender.out.name = out
 appender.out.layout.type = PatternLayout
 appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = warn
 rootLogger.appenderRef.out.ref = out
-logger.started.name = kafka.server.KafkaRaftServer
+"""
+LOG4J2 = LOG4J2_CONSOLE + """logger.started.name = kafka.server.KafkaRaftServer
 logger.started.level = info
 """
 
