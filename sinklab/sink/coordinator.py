@@ -223,6 +223,7 @@ class Coordinator:
                            self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None
                            ).persist(StorageLevel.MEMORY_AND_DISK)
         staged: dict[str, Staged] = {}
+        published: dict[str, Staged] = {}
         in_txn = False
         try:
             stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
@@ -261,7 +262,6 @@ class Coordinator:
             if cycle.letters:
                 counters["dead-lettered"] = dlq.produce(self.producer, self.config, cycle.letters)
 
-            published: dict[str, Staged] = {}
             for i, name in enumerate(list(staged)):
                 landed = self._publish(cycle, states[name], staged[name], rows[name])
                 if landed is not None:
@@ -292,7 +292,7 @@ class Coordinator:
             if in_txn:
                 self._abort()
             for name, stage in staged.items():
-                if not stage.published:  # a published stage went away in its commit
+                if name not in published:  # a published stage went away in its commit
                     self._forget_stage(name, stage.stage)
             prepared.unpersist()
 

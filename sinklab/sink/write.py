@@ -38,7 +38,6 @@ class Staged:
     commit_ms: int = 0  # set when published
     # The table as loaded after the write: publishing commits against it without loading it again.
     loaded: Table | None = field(default=None, repr=False, compare=False)
-    published: bool = False
 
 
 STAGE_PREFIX = "sinklab-stage-"
@@ -176,7 +175,6 @@ def publish(catalog: Catalog, state: TableState, staged: Staged) -> bool:
         )
     except CommitFailedException:
         return False
-    staged.published = True
     return True
 
 
