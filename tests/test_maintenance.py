@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import order_ids, produce, run_cli, sink_config
 
+from sinklab import viz
 from sinklab.maintenance import Target, compact, maintain
 from sinklab.maintenance.operations import small_files
 from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
@@ -181,6 +182,18 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     assert small_files(target, 1 << 30) <= 4 + 2, "a partition kept more small files than the policy allows"
     metadata = target.load().metadata
     assert len(metadata.snapshots) < 7, "expiry did not run"
+
+    # What the notebook shows: the runs, the sawtooth of files, metadata that shrinks at each expiry.
+    frame = viz.maintenance_runs(stack, config["name"])
+    assert len(frame) == len(runs) and (frame["rewritten_data_files"] > 4).all()
+    meta = viz.metadata_history(stack, table)
+    assert (meta["snapshots"].diff() < 0).any(), "no metadata version shows snapshots expired"
+    snaps = viz.snapshots(stack, table)
+    assert "replace" in set(snaps["operation"]) and (snaps["total_files"].diff() < 0).any()
+    assert len(viz.plot_table_growth(snaps, frame).layout.shapes) == len(frame)
+    live = viz.files(stack, table)
+    layout = viz.plot_file_layout(live, small_bytes=1 << 20)
+    assert sum(sum(t.y) for t in layout.data if t.type == "bar") == (live["content"] == "data").sum()
     got = order_ids(stack, table)
     assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
 

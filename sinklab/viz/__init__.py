@@ -17,12 +17,15 @@ from sinklab.viz.figures import (
     plot_cadence,
     plot_counters,
     plot_fan_out,
+    plot_file_layout,
     plot_files,
     plot_freshness,
     plot_lag,
+    plot_metadata,
     plot_sankey,
     plot_schemas,
     plot_snapshots,
+    plot_table_growth,
     plot_tradeoff,
     plot_visibility,
 )
@@ -41,6 +44,8 @@ from sinklab.viz.frames import (
     lag_history,
     latency_percentiles,
     load_table,
+    maintenance_runs,
+    metadata_history,
     record_times,
     refs,
     schemas,
@@ -50,10 +55,10 @@ from sinklab.viz.frames import (
 )
 
 __all__ = [
-    "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log", "cycles",
-    "dead_letters",
-    "explore_intervals", "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table",
-    "plot_cadence", "plot_counters", "plot_fan_out", "plot_files", "plot_freshness", "plot_lag", "plot_sankey",
-    "plot_schemas", "plot_snapshots", "plot_tradeoff", "plot_visibility", "record_times", "refs", "schemas",
-    "snapshots", "table_record_times", "visibility", "wait_caught_up",
+    "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log",
+    "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness", "history", "lag_history",
+    "latency_percentiles", "load_table", "maintenance_runs", "metadata_history", "plot_cadence", "plot_counters",
+    "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_sankey",
+    "plot_schemas", "plot_snapshots", "plot_table_growth", "plot_tradeoff", "plot_visibility", "record_times", "refs",
+    "schemas", "snapshots", "table_record_times", "visibility", "wait_caught_up",
 ]

@@ -261,3 +261,69 @@ def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = Non
     grid.update_layout(template=TEMPLATE, title=title, height=height_per_row * rows, showlegend=False,
                        margin={"t": 80, "r": 20, "b": 40, "l": 60})
     return grid
+
+
+# ---- maintenance
+def plot_file_layout(file_frame: pd.DataFrame, small_bytes: int | None = None,
+                     title: str = "Data files: per partition, and their sizes") -> go.Figure:
+    """Left: live data files per partition (small ones apart when ``small_bytes`` is given). Right: the
+    distribution of their sizes. Many tiny files is the small-files problem; compaction flattens both."""
+    data = file_frame[file_frame["content"] == "data"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["files per partition", "file sizes"],
+                        horizontal_spacing=0.12)
+    small = data["file_size_in_bytes"] < small_bytes if small_bytes else pd.Series(False, index=data.index)
+    for label, part in (("small files", data[small]), ("files", data[~small])):
+        if part.empty:
+            continue
+        counts = part.groupby("partition").size()
+        fig.add_trace(go.Bar(x=counts.index.astype(str), y=counts.to_numpy(), name=label,
+                             hovertemplate="%{x}<br>%{y} " + label + "<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Histogram(x=data["file_size_in_bytes"] / 1024, name="size", showlegend=False,
+                               hovertemplate="%{x} KiB<br>%{y} files<extra></extra>"), row=1, col=2)
+    fig.update_layout(template=TEMPLATE, title=title, barmode="stack", legend_title_text="",
+                      margin={"t": 80, "r": 20, "b": 50, "l": 60})
+    fig.update_xaxes(title_text="partition", row=1, col=1)
+    fig.update_xaxes(title_text="file size (KiB)", row=1, col=2)
+    fig.update_yaxes(title_text="data files", rangemode="tozero", tick0=0, dtick=None, row=1, col=1)
+    fig.update_yaxes(title_text="data files", rangemode="tozero", row=1, col=2)
+    return fig
+
+
+def plot_table_growth(snaps: pd.DataFrame, runs: pd.DataFrame | None = None,
+                      title: str = "Live data files and delete files over time") -> go.Figure:
+    """Files the table holds after each snapshot: a sawtooth when compaction runs (crosses: snapshots
+    of other writers, such as compaction). ``runs`` (``maintenance_runs``) adds a line per scheduled run."""
+    fig = _figure(title, "committed at (UTC)", "live files in the table")
+    for table, group in snaps.groupby("table", sort=True):
+        marker = {"symbol": np.where(group["sink"].notna().to_numpy(), "circle", "x"), "size": 7}
+        fig.add_trace(go.Scatter(x=group["committed_at"], y=group["total_files"], mode="lines+markers",
+                                 name=f"{table}: data files", marker=marker, line={"shape": "hv"},
+                                 customdata=group["operation"].fillna(""),
+                                 hovertemplate="%{x}<br>%{y} data files after %{customdata}<extra></extra>"))
+        if group["total_delete_files"].any():
+            fig.add_trace(go.Scatter(x=group["committed_at"], y=group["total_delete_files"], mode="lines",
+                                     name=f"{table}: delete files", line={"shape": "hv", "dash": "dot"}))
+    if runs is not None:
+        for run in runs.itertuples():
+            fig.add_vline(x=run.ts, line={"color": "grey", "dash": "dash", "width": 1})
+        if not runs.empty:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="maintenance run",
+                                     line={"color": "grey", "dash": "dash", "width": 1}))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def plot_metadata(meta: pd.DataFrame, title: str = "Table metadata: size and snapshots kept") -> go.Figure:
+    """Each metadata file's size (left axis) and the snapshots it lists (right): both grow with every
+    commit until snapshots are expired."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 60, "r": 60, "b": 50, "l": 60})
+    for table, group in meta.groupby("table", sort=True):
+        fig.add_trace(go.Scatter(x=group["written_at"], y=group["bytes"] / 1024, mode="lines+markers",
+                                 name=f"{table}: metadata KiB"), secondary_y=False)
+        fig.add_trace(go.Scatter(x=group["written_at"], y=group["snapshots"], mode="lines", line={"dash": "dot"},
+                                 name=f"{table}: snapshots"), secondary_y=True)
+    fig.update_xaxes(title_text="metadata written at (UTC)")
+    fig.update_yaxes(title_text="metadata file (KiB)", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="snapshots listed", rangemode="tozero", showgrid=False, secondary_y=True)
+    return fig

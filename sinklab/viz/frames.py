@@ -221,7 +221,7 @@ def files(source: MetadataSource, table: str, snapshot_id: int | None = None) ->
     """The live data and delete files of a snapshot (default: current), with the snapshot that added each."""
     tbl = load_table(source, table)
     if tbl.current_snapshot() is None and snapshot_id is None:
-        return _empty(["table", "added_by", "content", "file_path", "record_count", "file_size_in_bytes"])
+        return _empty(["table", "added_by", "content", "file_path", "record_count", "file_size_in_bytes", "partition"])
     entries = tbl.inspect.entries(snapshot_id).to_pandas()
     frame = pd.DataFrame({
         "table": table,
@@ -231,6 +231,7 @@ def files(source: MetadataSource, table: str, snapshot_id: int | None = None) ->
         "file_path": entries["data_file"].map(lambda f: f["file_path"]),
         "record_count": entries["data_file"].map(lambda f: f["record_count"]).astype("int64"),
         "file_size_in_bytes": entries["data_file"].map(lambda f: f["file_size_in_bytes"]).astype("int64"),
+        "partition": entries["data_file"].map(lambda f: _partition_text(f.get("partition"))),
     })
     return frame[entries["status"] != 2].reset_index(drop=True)  # 2: DELETED, not live in this snapshot
 
@@ -731,3 +732,56 @@ def flows(cycle_frame: pd.DataFrame, commit_frame: pd.DataFrame) -> pd.DataFrame
         if counters.get("tombstones"):
             rows.append({"source": sink, "target": "tombstones (skipped)", "records": counters["tombstones"]})
     return pd.DataFrame(rows, columns=["source", "target", "records"])
+
+
+def _partition_text(partition: dict[str, Any] | None) -> str:
+    if not partition:
+        return "(unpartitioned)"
+    return ", ".join(f"{k}={v}" for k, v in partition.items())
+
+
+# ---- maintenance
+def metadata_history(source: MetadataSource, table: str) -> pd.DataFrame:
+    """One row per table metadata file Iceberg still lists (its ``metadata-log`` and the current one):
+    when it was written, its size, and how many snapshots and snapshot references it held. The
+    growth a sink's frequent commits cause, and what expiry gives back."""
+    tbl = load_table(source, table)
+    entries = [(e.timestamp_ms, e.metadata_file) for e in tbl.metadata.metadata_log]
+    entries.append((tbl.metadata.last_updated_ms, tbl.metadata_location))
+    rows = []
+    for ts, path in entries:
+        try:
+            with tbl.io.new_input(path).open() as stream:
+                raw = stream.read()
+        except FileNotFoundError:
+            continue  # removed by orphan-file cleanup: the log may name files that are gone
+        meta = json.loads(raw)
+        rows.append({"table": table, "written_at": _ms(ts), "metadata_file": path, "bytes": len(raw),
+                     "snapshots": len(meta.get("snapshots", [])), "refs": len(meta.get("refs", {}))})
+    return pd.DataFrame(rows, columns=["table", "written_at", "metadata_file", "bytes", "snapshots", "refs"])
+
+
+MAINTENANCE_COLUMNS = ["sink", "ts", "table", "duration_ms", "delay_ms", "snapshot_id", "rewritten_data_files",
+                       "added_data_files", "rewritten_bytes", "expired_snapshots", "orphan_files"]
+
+
+def maintenance_runs(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC,
+                     log: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per table per maintenance run a sink scheduled (``sinklab.maintenance.*``), from the
+    control topic: when, how long it took, how much it delayed the next cycle, and what it did."""
+    log = control_log(source, sink, control_topic) if log is None else log
+    runs = log[log["type"] == "maintenance"] if not log.empty else log
+    rows = []
+    for run in runs.itertuples():
+        counters = dict(run.counters)
+        for t in run.tables:
+            rows.append({"sink": run.sink, "ts": run.ts, "table": t["table"], "duration_ms": t["write_ms"],
+                         "delay_ms": counters.get("delay_ms", 0), "snapshot_id": t["snapshot_id"],
+                         "rewritten_data_files": counters.get("compact.rewritten_data_files", 0),
+                         "added_data_files": counters.get("compact.added_data_files", 0),
+                         "rewritten_bytes": t["bytes"],
+                         "expired_snapshots": counters.get("expire.expired_snapshots", 0),
+                         "orphan_files": counters.get("clean.orphan_files", 0)})
+    if not rows:
+        return _empty(MAINTENANCE_COLUMNS)
+    return pd.DataFrame(rows, columns=MAINTENANCE_COLUMNS)
