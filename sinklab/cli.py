@@ -51,8 +51,10 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             # Some of its processes died: start those again, keep the others.
             resume = previous
     started = time.monotonic()
+    # A stack that had a schema registry gets it back: its schemas are in the workdir.
+    registry = args.schema_registry or bool(previous and "schema-registry" in previous.pids)
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
-                           connect_port=args.connect_port)
+                           connect_port=args.connect_port, schema_registry=registry)
     try:
         stack.write(path)
     except BaseException:
@@ -65,6 +67,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
     print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")
+    if info.schema_registry_url:
+        print(f"  schema_registry    {info.schema_registry_url}  (Apicurio Registry, Confluent-compatible API)")
     if "s3" in info.pids:
         print(f"  s3 endpoint        {info.catalog_properties['s3.endpoint']} (moto: objects live in memory "
               "until `stack down`)")
@@ -311,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "first; needs a Docker engine)")
     up.add_argument("--connect-port", type=int,
                     help="port of the stack's Kafka Connect REST API (default: a free one; 8083 is Connect's)")
+    up.add_argument("--schema-registry", action="store_true",
+                    help="also start a Confluent-compatible schema registry (Apicurio Registry; for Avro topics); "
+                         "its URL goes into stack.json as schema_registry_url")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)
