@@ -64,6 +64,10 @@ class IcebergSink:
             if ignored:
                 log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
                          ", iceberg.catalog.".join(ignored))
+            if self.config.avro is not None and not self.config.avro.registry_url and self.stack.info.schema_registry_url:
+                self.config.avro.registry_url = self.stack.info.schema_registry_url
+                log.info("config: value.converter.schema.registry.url not set: the stack's registry %s",
+                         self.stack.info.schema_registry_url)
             # The sink's own session: its staging settings must never leak into the user's queries.
             self.stack.register_spark_catalog(self.config.catalog_name)
             spark = self.stack.spark.newSession()
