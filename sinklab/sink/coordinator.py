@@ -19,8 +19,8 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
-from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.avro import AvroDecoder, RegistryClient
+from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.convert import (
     ERROR,
     META,

@@ -64,8 +64,9 @@ class IcebergSink:
             if ignored:
                 log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
                          ", iceberg.catalog.".join(ignored))
-            if self.config.avro is not None and not self.config.avro.registry_url and self.stack.info.schema_registry_url:
-                self.config.avro.registry_url = self.stack.info.schema_registry_url
+            avro, stack_registry = self.config.avro, self.stack.info.schema_registry_url
+            if avro is not None and not avro.registry_url and stack_registry:
+                avro.registry_url = stack_registry
                 log.info("config: value.converter.schema.registry.url not set: the stack's registry %s",
                          self.stack.info.schema_registry_url)
             # The sink's own session: its staging settings must never leak into the user's queries.
