@@ -242,8 +242,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except SpecError as exc:
         raise CliError(str(exc)) from None
     stack = _stack_for(args)
-    run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
-                            daily_topics=args.daily or None)
+    try:
+        run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
+                                daily_topics=args.daily or None, format=args.format,
+                                registry_url=args.schema_registry, subject_strategy=args.subject_name_strategy)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     show = sys.stderr.isatty()
     try:
         while not run.done:
@@ -300,6 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--daily", action="store_true", help="produce to TOPIC.YYYYMMDD by event time")
     gen.add_argument("--cdc-format", choices=["flat", "debezium"], help="for cdc specs: flat op field or Debezium")
     gen.add_argument("--stack", help="stack.json of the stack to produce to")
+    gen.add_argument("--format", choices=["json", "avro"], default="json",
+                     help="avro: Confluent-framed Avro, the schema registered in the schema registry (each drift "
+                          "step of the spec registers a new version)")
+    gen.add_argument("--schema-registry", metavar="URL",
+                     help="for --format avro: the registry (default: the stack's schema_registry_url)")
+    gen.add_argument("--subject-name-strategy", default="TopicNameStrategy",
+                     choices=["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"],
+                     help="for --format avro: the subject the schema is registered under")
     gen.set_defaults(func=cmd_generate)
 
     stack = sub.add_parser("stack", help="start, stop and inspect the embedded stack")
