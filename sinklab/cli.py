@@ -366,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = jar_sub.add_parser("fetch", help="resolve the parts (default: the stack's, not the bench's) into the "
                                              "cache (make setup runs this)")
     fetch.add_argument("parts", nargs="*", metavar="PART",
-                       help=f"of {', '.join(jars.PARTS)}; bench only: {', '.join(jars.BENCH_PARTS)}")
+                       help=f"of {', '.join(jars.PARTS)}, schema-registry (built from its jars); on demand: "
+                            f"{', '.join(jars.BENCH_PARTS)}")
     fetch.set_defaults(func=cmd_jars_fetch)
     export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
                                                "air-gapped machine")
@@ -375,18 +376,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+REGISTRY_PART = "schema-registry"
+
+
 def cmd_jars_fetch(args: argparse.Namespace) -> int:
+    from sinklab.stack import registry_build
+
     known = jars.PARTS | jars.BENCH_PARTS
-    unknown = [p for p in args.parts if p not in known]
+    unknown = [p for p in args.parts if p not in known and p != REGISTRY_PART]
     if unknown:
-        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join(known)}")
-    # No names: the stack's parts only; the bench's peer is fetched when named (or by the bench).
-    for part in [known[p] for p in args.parts] or list(jars.PARTS.values()):
+        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join([*known, REGISTRY_PART])}")
+    # No names: the stack's parts only (the schema registry's jar too); the bench's peer is fetched
+    # when named (or by the bench).
+    parts = [known[p] for p in args.parts if p != REGISTRY_PART] if args.parts else list(jars.PARTS.values())
+    for part in parts:
         started = time.monotonic()
         found = jars.jars(part)
         size = sum(j.stat().st_size for j in found) / 1e6
         print(f"{part.name:14s} {len(found):3d} jars {size:6.1f} MB  {', '.join(part.coordinates)}"
               f"  ({time.monotonic() - started:.1f}s)")
+    if not args.parts or REGISTRY_PART in args.parts:
+        started = time.monotonic()
+        runner = registry_build.runner_jar()
+        size = sum(f.stat().st_size for f in runner.parent.rglob("*.jar")) / 1e6
+        print(f"{REGISTRY_PART:14s} built    {size:6.1f} MB  {':'.join(registry_build.APP)} (Quarkus app: "
+              f"{runner.name})  ({time.monotonic() - started:.1f}s)")
     print(f"cache: {jars.cache_dir()}")
     return 0
 

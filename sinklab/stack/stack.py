@@ -246,6 +246,7 @@ class Stack:
             spark=settings,
         )
         stack.info.kind = "compose"
+        stack.info.schema_registry_url = endpoints.schema_registry_url
         return stack
 
     @classmethod
