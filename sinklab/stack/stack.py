@@ -266,8 +266,8 @@ class Stack:
         Not started by default: its jar is built from Maven Central on first use (about a minute,
         ~130 MB) and it takes ~5 s and ~250 MB, which sinks of JSON topics do not need.
         """
-        if self.info.schema_registry_url and "schema-registry" in self.info.pids:
-            return self.info.schema_registry_url
+        if self.info.schema_registry_url and (self._registry is not None or _answers(self.info.schema_registry_url)):
+            return self.info.schema_registry_url  # this object's, or another process's (Stack.from_file)
         if self.workdir is None or self.info.kind != "embedded":
             raise ProcessError("only an embedded stack starts a schema registry; give an external one's URL in the "
                                "converter's schema.registry.url")
@@ -445,6 +445,15 @@ def stop_recorded(info: StackInfo) -> list[str]:
             stop_pid(pid, timeout=15)
         stopped.append(name)
     return stopped
+
+
+def _answers(registry_url: str) -> bool:
+    import requests
+
+    try:
+        return requests.get(f"{registry_url}/subjects", timeout=2).ok
+    except requests.RequestException:
+        return False
 
 
 def _cmdline(pid: int) -> str:
