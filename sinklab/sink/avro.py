@@ -116,6 +116,20 @@ class RegistryClient:
         resp = self._request("GET", f"/subjects/{quote(subject_name, safe='')}/versions")
         return [int(v) for v in self._json(resp, f"subject {subject_name}")]
 
+    def subject_ids(self, subject_name: str) -> list[int]:
+        """The schema ids of every version of ``subject_name`` (none when there is no such subject)."""
+        path = f"/subjects/{quote(subject_name, safe='')}/versions"
+        resp = self._request("GET", path)
+        if resp.status_code == 404:
+            return []
+        ids = []
+        for version in self._json(resp, f"subject {subject_name}"):
+            body = self._json(self._request("GET", f"{path}/{version}"), f"subject {subject_name} v{version}")
+            if body.get("schemaType", "AVRO") == "AVRO":
+                self._by_id[int(body["id"])] = body["schema"]
+                ids.append(int(body["id"]))
+        return ids
+
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
         try:
             return self.session.request(method, self.url + path, json=body, timeout=self.timeout,
@@ -202,10 +216,21 @@ class AvroDecoder:
     """The driver's side of decoding: the schemas of the ids seen so far, and the Spark columns that
     decode with them. Ids not yet known decode to an error until ``learn`` fetches them."""
 
-    def __init__(self, client: RegistryClient):
+    def __init__(self, client: RegistryClient, strategy: str = "TopicNameStrategy"):
         self.client = client
+        self.strategy = strategy
         self.known: dict[int, tuple[str, str]] = {}  # id -> (Avro schema, Connect schema as JSON)
         self.unusable: dict[int, str] = {}  # id -> why it cannot decode (not a record)
+        self._primed: set[str] = set()
+
+    def prime(self, topics: set[str]) -> None:
+        """Learn the versions registered under each new topic's subject (TopicNameStrategy), so that a
+        sink's first cycle usually knows its ids before it reads: no cycle prepared twice to learn them."""
+        if self.strategy != "TopicNameStrategy":
+            return
+        for topic in sorted(topics - self._primed):
+            self.learn(set(self.client.subject_ids(f"{topic}-value")))
+            self._primed.add(topic)
 
     def learn(self, ids: set[int]) -> bool:
         """Fetch the schemas of ``ids`` not known yet; whether any became decodable."""

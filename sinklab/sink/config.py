@@ -438,7 +438,6 @@ def _avro(props: dict[str, str], notes: list[str]) -> AvroSettings:
                 settings.subject_strategy = strategy_name(key, value)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-            notes.append(f"{key}: noted; a sink finds each record's schema by its id, whatever the subject")
         elif prop == "schemas.enable":
             notes.append(f"{key}: ignored (Avro values always carry their schema id)")
         else:

@@ -242,6 +242,8 @@ class Coordinator:
         if not plan.ranges:
             return None
         commit_id = events.new_commit_id()
+        if self.avro is not None:
+            self.avro.prime({r.topic for r in plan.ranges})
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
         # Tombstones go through prepare to be counted; unless row-level tables take them as deletes, they
@@ -539,4 +541,4 @@ def _avro_decoder(config: SinkConfig) -> AvroDecoder | None:
     if not config.avro.registry_url:
         raise ConfigError("value.converter.schema.registry.url: AvroConverter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
-    return AvroDecoder(RegistryClient(config.avro.registry_url, config.avro.user_info))
+    return AvroDecoder(RegistryClient(config.avro.registry_url, config.avro.user_info), config.avro.subject_strategy)
