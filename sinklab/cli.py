@@ -52,7 +52,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             resume = previous
     started = time.monotonic()
     # A stack that had a schema registry gets it back: its schemas are in the workdir.
-    registry = args.schema_registry or bool(previous and "schema-registry" in previous.pids)
+    registry = args.schema_registry or bool(previous and previous.kind == "embedded" and "schema-registry" in
+                                            previous.ports)
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
                            connect_port=args.connect_port, schema_registry=registry)
     try:

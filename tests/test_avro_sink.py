@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-from pathlib import Path
 
 import fastavro
 import pytest
@@ -17,7 +16,6 @@ from sinklab.generators import Generator
 from sinklab.sink import IcebergSink
 from sinklab.sink.avro import AVRO_CONVERTER, RegistryClient
 from sinklab.stack import Stack
-from sinklab.stack.registry import EmbeddedRegistry
 
 pytestmark = pytest.mark.spark
 
@@ -109,24 +107,3 @@ def test_unknown_schema_id_and_unframed_bytes_are_dead_lettered_with_their_conte
     assert "not Avro in Confluent's wire format" in letters[2]["headers"]["__connect.errors.exception.message"
                                                                           ].decode()
 
-
-def test_registry_keeps_ids_and_versions_across_a_restart(tmp_path: Path) -> None:
-    """What `stack down`/`up` does to the registry: the same ids answer afterwards, from its H2 file."""
-    registry = EmbeddedRegistry(tmp_path)
-    try:
-        registry.start()
-        client = RegistryClient(registry.url)
-        schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
-        first = client.register("r-value", schema)
-        second = client.register("r-value", {**schema, "fields": [*schema["fields"], {
-            "name": "b", "type": ["null", "string"], "default": None}]})
-        registry.stop()
-        assert registry.process.popen is None
-        registry.start()
-        again = RegistryClient(registry.url)
-        assert json.loads(again.schema(first) or "null") == schema
-        assert again.versions("r-value") == [1, 2] and again.schema(second) is not None
-        assert again.schema(second + 1000) is None
-    finally:
-        registry.stop()
-    assert (tmp_path / "logs" / "schema-registry.log").stat().st_size > 0
