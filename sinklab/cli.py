@@ -175,6 +175,36 @@ def cmd_sink_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table(args: argparse.Namespace) -> int:
+    from sinklab import maintenance as m
+
+    default_age = m.DEFAULT_ORPHAN_MS if args.table_command == "clean" else m.DEFAULT_EXPIRE_MS
+    try:
+        age = m.parse_duration("--older-than", args.older_than) if getattr(args, "older_than", None) else default_age
+        orphan_age = m.parse_duration("--orphans-older-than", args.orphans_older_than) \
+            if getattr(args, "orphans_older_than", None) else m.DEFAULT_ORPHAN_MS
+    except m.PolicyError as exc:
+        raise CliError(str(exc)) from None
+    sort_by = [c.strip() for c in args.sort.split(",") if c.strip()] if getattr(args, "sort", None) else None
+    with _stack_for(args) as stack:
+        if stack.catalog.table_exists(tuple(args.table.split("."))) is False:
+            raise CliError(f"table {args.table} not found in the catalog at {stack.info.catalog_uri}")
+        target = m.Target.on(stack, args.table)
+        verb = args.table_command
+        if verb == "compact":
+            reports = [m.compact(target, args.target_file_size, sort_by)]
+        elif verb == "expire":
+            reports = [m.expire(target, age, args.retain_last)]
+        elif verb == "clean":
+            reports = [m.clean(target, age)]
+        else:
+            reports = m.maintain(target, age, orphan_age, args.retain_last, args.target_file_size, sort_by,
+                                 not args.no_manifests)
+    for report in reports:
+        print(report.model_dump_json() if args.json else str(report))
+    return 0
+
+
 def _connect_url(args: argparse.Namespace) -> str:
     """The Connect server to talk to: --url, else the stack.json's connect_url, else Connect's default."""
     if args.url:
@@ -314,6 +344,35 @@ def build_parser() -> argparse.ArgumentParser:
                      choices=["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"],
                      help="for --format avro: the subject the schema is registered under")
     gen.set_defaults(func=cmd_generate)
+
+    table = sub.add_parser("table", help="maintain a table beside a running sink: compaction, snapshot expiry, "
+                                         "orphan files")
+    table_sub = table.add_subparsers(dest="table_command", required=True)
+    for verb, text in (
+            ("compact", "bin-pack small data files (and apply a row-level table's deletes)"),
+            ("expire", "expire old snapshots, keeping what each sink's exactly-once recovery reads"),
+            ("clean", "remove orphan files and dead staging branches older than a safety age"),
+            ("maintain", "compact, rewrite manifests, expire, clean: in that order")):
+        cmd = table_sub.add_parser(verb, help=text)
+        cmd.add_argument("table", help="namespace.table")
+        cmd.add_argument("--stack", help="stack.json of the stack whose catalog holds the table")
+        cmd.add_argument("--json", action="store_true", help="one JSON report per operation")
+        if verb in ("compact", "maintain"):
+            cmd.add_argument("--target-file-size", type=int, metavar="BYTES",
+                             help="size of the files compaction writes (default: the table's "
+                                  "write.target-file-size-bytes)")
+            cmd.add_argument("--sort", metavar="COLS", help="sort rows within the new files by these columns")
+        if verb in ("expire", "maintain"):
+            cmd.add_argument("--older-than", metavar="AGE", help="expire snapshots older than AGE (30m, 2h, 7d; "
+                                                                "default 5d, Iceberg's)")
+            cmd.add_argument("--retain-last", type=int, default=1, help="keep at least this many snapshots")
+        if verb == "clean":
+            cmd.add_argument("--older-than", metavar="AGE", help="safety age: only what is older goes (default 3d, "
+                                                                "Iceberg's; more than your longest write)")
+        if verb == "maintain":
+            cmd.add_argument("--orphans-older-than", metavar="AGE", help="the clean step's safety age (default 3d)")
+            cmd.add_argument("--no-manifests", action="store_true", help="skip the manifest rewrite")
+        cmd.set_defaults(func=cmd_table)
 
     stack = sub.add_parser("stack", help="start, stop and inspect the embedded stack")
     stack_sub = stack.add_subparsers(dest="stack_command", required=True)

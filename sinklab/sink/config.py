@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sinklab.maintenance.policy import PREFIX as MAINTENANCE_PREFIX
+from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
 from sinklab.sink.avro import AVRO_CONVERTER, AvroSettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
 
@@ -126,6 +128,7 @@ class SinkConfig(BaseModel):
     errors_log: bool = False
     max_records_per_cycle: int = 5_000_000
     transforms: list[Transform] = Field(default_factory=list)
+    maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -377,8 +380,9 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["errors_log"] = _bool(key, value)
         elif key == "sinklab.cycle.max-records":
             out["max_records_per_cycle"] = _int(key, value, 1)
-        elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten"):
-            continue  # read as a whole by _transforms
+        elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
+                or key.startswith(MAINTENANCE_PREFIX):
+            continue  # read as a whole by _transforms and parse_policy
         elif key in CONNECT_ONLY:
             notes.append(f"{key}: accepted, not used ({CONNECT_ONLY[key]})")
         else:
@@ -403,6 +407,10 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     out["schemas_enable"] = schemas_enable
 
     out["transforms"] = _transforms(conf, notes)
+    try:
+        out["maintenance"] = parse_policy(conf)
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
     out.update(route_regex=route_regex, partition_by=partition_by, id_columns=id_columns,
                commit_branch=commit_branch, auto_create_props=auto_props, catalog_properties=catalog_props,
                kafka_properties=kafka_props, notes=notes)

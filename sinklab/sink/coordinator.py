@@ -64,6 +64,7 @@ from sinklab.sink.write import (
     Staged,
     drop_stage,
     drop_stale_stages,
+    lost_sequence_race,
     publish,
     stage_name,
     write_changes,
@@ -73,6 +74,8 @@ from sinklab.sink.write import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, Row, SparkSession
+
+    from sinklab.maintenance.operations import Report
 
 log = logging.getLogger("sinklab.sink")
 CRASH_ENV = "SINKLAB_CRASH_AT"
@@ -433,12 +436,21 @@ class Coordinator:
         }
         columns = [c for c in rows.columns if c not in (*META, OP)]
         stage = stage_name(self.config.name, cycle.commit_id)
-        if self.config.row_level:
-            staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh, self._ids(state),
-                                   OP, properties, stage)
-        else:
-            staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state, fresh.select(*columns),
-                                  properties, stage)
+        for attempt in range(1, MAX_REPLANS + 1):
+            try:
+                if self.config.row_level:
+                    staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh,
+                                           self._ids(state), OP, properties, stage)
+                else:
+                    staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state,
+                                          fresh.select(*columns), properties, stage)
+                break
+            except Exception as exc:
+                if attempt == MAX_REPLANS or not lost_sequence_race(exc):
+                    raise
+                log.warning("table %s: a concurrent commit (maintenance, another sink) took the sequence number of "
+                            "this cycle's staged write; writing it again", state.name)
+                self._forget_stage(state.name, stage)
         if staged.records == 0 and not staged.delete_files:
             self._forget_stage(state.name, staged.stage)
             return None
@@ -493,6 +505,32 @@ class Coordinator:
             drop_stage(self.catalog, table, stage)
         except Exception as exc:  # noqa: BLE001 - a leftover stage is dropped at the next start
             log.warning("could not drop staging branch %s of %s: %s", stage, table, exc)
+
+    def record_maintenance(self, reports: list[Report], delay_ms: int) -> None:
+        """Maintenance run between cycles, in the control log; a transaction of its own (the producer is
+        transactional), so a fenced instance learns it here too."""
+        tables: dict[str, list[Report]] = {}
+        for report in reports:
+            tables.setdefault(report.table, []).append(report)
+        counters = {"delay_ms": delay_ms}
+        for report in reports:
+            for key, value in report.counts.items():
+                counters[f"{report.operation}.{key}"] = counters.get(f"{report.operation}.{key}", 0) + value
+        event = {"type": events.MAINTENANCE, "sink": self.config.name, "commit_id": events.new_commit_id(),
+                 "ts_ms": int(time.time() * 1000), "counters": counters,
+                 "duration_ms": sum(r.duration_ms for r in reports), "tables": [
+                     {"table": name, "branch": "main", "snapshot_id": runs[-1].snapshot_id or -1, "records": 0,
+                      "data_files": [], "delete_files": [],
+                      "bytes": sum(r.counts.get("rewritten_bytes", 0) for r in runs), "offsets": "{}",
+                      "vtts_ms": None, "write_ms": sum(r.duration_ms for r in runs), "commit_ms": 0}
+                     for name, runs in tables.items()]}
+        try:
+            self.producer.begin_transaction()
+            self.producer.produce(self.config.control_topic, events.encode(event), event["commit_id"].encode())
+            self.producer.commit_transaction(self.kafka_timeout_s)
+        except KafkaException as exc:
+            self._abort()
+            raise self._fenced_or(exc, event["commit_id"]) from exc
 
     # ---- Kafka side
     def _send(self, kind: str, commit_id: str, result: CycleResult | None = None,

@@ -17,6 +17,9 @@ MAGIC = 0x5C
 SCHEMA_VERSION = 1
 COMMIT_START = "commit-start"
 COMMIT_COMPLETE = "commit-complete"
+# Maintenance the sink ran between cycles: one TableCommit per table (the head after it, bytes rewritten,
+# write_ms its duration) and the operations' counts as ``<operation>.<count>`` counters.
+MAINTENANCE = "maintenance"
 
 _TABLE_COMMIT = {
     "type": "record",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
 
 if TYPE_CHECKING:
+    from sinklab.maintenance.schedule import Scheduler
     from sinklab.sink.coordinator import Coordinator, CycleResult
     from sinklab.stack import Stack
 
@@ -49,6 +50,7 @@ class IcebergSink:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._status = SinkStatus(self.config.name, "UNASSIGNED")
+        self._scheduler: Scheduler | None = None
 
     @classmethod
     def from_connect_json(cls, path: str | Path, stack: Stack) -> IcebergSink:
@@ -75,18 +77,43 @@ class IcebergSink:
             for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():
                 spark.conf.set(key, value)
             self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())
+            if self.config.maintenance.enabled:
+                from sinklab.maintenance.schedule import Scheduler
+
+                self._scheduler = Scheduler(self.config.maintenance, spark, self.stack.catalog,
+                                            self.config.catalog_name)
         return self._coordinator
 
     # ---- running
     def run_once(self) -> CycleResult | None:
         """One commit cycle up to the current end offsets; None when nothing new arrived."""
+        began = time.monotonic()
         try:
-            result = self._connect().run_cycle()
+            coordinator = self._connect()
+            result = coordinator.run_cycle()
+            self._record(result)
+            if result is not None and self._scheduler is not None:
+                self._maintain(coordinator, result, began)
         except BaseException as exc:
             self._fail(exc)
             raise
-        self._record(result)
         return result
+
+    def _maintain(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
+        """Maintenance due after this cycle (``sinklab.maintenance.*``), in the wait for the next one;
+        what it takes beyond that wait delays the next cycle, and is reported as such."""
+        assert self._scheduler is not None
+        started = time.monotonic()
+        reports = self._scheduler.after_commit({name: len(s.data_files) for name, s in result.tables.items()})
+        if not reports:
+            return
+        took_ms = int((time.monotonic() - started) * 1000)
+        delay_ms = max(0, int((time.monotonic() - began) * 1000) - self.config.commit_interval_ms)
+        coordinator.record_maintenance(reports, delay_ms)
+        with self._lock:
+            for key, value in {"maintenance-runs": 1, "maintenance-ms": took_ms, "maintenance-delay-ms": delay_ms
+                               }.items():
+                self._status.counters[key] = self._status.counters.get(key, 0) + value
 
     def run_until_idle(self, idle_seconds: float) -> int:
         """Cycles every commit interval until ``idle_seconds`` pass with nothing new; returns cycles run."""

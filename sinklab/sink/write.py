@@ -41,6 +41,14 @@ class Staged:
 
 
 STAGE_PREFIX = "sinklab-stage-"
+# A commit to one branch raced by a commit to another: the ref the writer asserted did not move, but
+# the sequence number it computed was taken, and the REST server refuses it as a bad request (Iceberg
+# does not retry those). Nothing landed; writing again is safe.
+SEQUENCE_RACE = "Cannot add snapshot with sequence number"
+
+
+def lost_sequence_race(exc: BaseException) -> bool:
+    return SEQUENCE_RACE in str(exc)
 
 
 def stage_name(sink: str, commit_id: str) -> str:

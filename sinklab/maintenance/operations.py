@@ -1,0 +1,284 @@
+"""Maintenance operations on one table, through Iceberg's Spark procedures.
+
+Each is "another writer" to the sink's compare-and-swap (DESIGN §4): when one lands between a
+cycle's planning and its publish, the cycle stages again on top of it. Compaction commits with
+Iceberg's own retry (rewriting files changes no data, so rebasing it onto a sink commit is safe);
+when Iceberg refuses it (a sink's new deletes touch a file being rewritten), it plans again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+from pyiceberg.table.update import RemoveSnapshotRefUpdate
+
+from sinklab.maintenance.retention import (
+    expiry_cutoff,
+    recovery_snapshots,
+    snaps_of,
+    stale_stages,
+    unreachable,
+)
+from sinklab.sink.tables import identifier, quote
+from sinklab.sink.write import lost_sequence_race
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyspark.sql import SparkSession
+
+    from sinklab.stack import Stack
+
+log = logging.getLogger("sinklab.maintenance")
+COMMIT_ATTEMPTS = 4
+# Iceberg's defaults, for a command run by hand: snapshots live 5 days, orphan files 3 days.
+DEFAULT_EXPIRE_MS = 5 * 86_400_000
+DEFAULT_ORPHAN_MS = 3 * 86_400_000
+
+
+class Report(BaseModel):
+    """What one operation did to one table."""
+
+    table: str
+    operation: str  # compact, rewrite-manifests, expire, clean
+    started_at_ms: int
+    duration_ms: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    snapshot_id: int | None = None  # the branch head after the operation
+    note: str | None = None
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        return f"{self.operation} {self.table}: {counts or 'nothing to do'} in {self.duration_ms} ms" + (
+            f" ({self.note})" if self.note else "")
+
+
+@dataclass
+class Target:
+    """A table as maintenance sees it: through Spark (procedures) and the REST catalog (metadata)."""
+
+    spark: SparkSession
+    catalog: Catalog
+    catalog_name: str
+    table: str
+
+    @classmethod
+    def on(cls, stack: Stack, table: str, catalog_name: str = "sinklab") -> Target:
+        stack.register_spark_catalog(catalog_name)
+        return cls(stack.spark, stack.catalog, catalog_name, table)
+
+    def load(self) -> Table:
+        return self.catalog.load_table(identifier(self.table))
+
+    def call(self, procedure: str, **args: str) -> list[Any]:
+        named = ", ".join(f"{k} => {v}" for k, v in args.items())
+        return self.spark.sql(f"CALL {self.catalog_name}.system.{procedure}({named})").collect()
+
+    @property
+    def quoted(self) -> str:
+        return _literal(self.table)
+
+    def head(self) -> int | None:
+        snap = self.load().current_snapshot()
+        return snap.snapshot_id if snap else None
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _timestamp(ms: int) -> str:
+    """A timestamp literal that means the same instant whatever the session's time zone."""
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return f"TIMESTAMP '{at.strftime('%Y-%m-%d %H:%M:%S')}.{ms % 1000:03d}Z'"
+
+
+def _options(options: dict[str, str]) -> str:
+    return "map(" + ", ".join(f"{_literal(k)}, {_literal(v)}" for k, v in options.items()) + ")"
+
+
+def _start() -> tuple[int, float]:
+    return int(time.time() * 1000), time.monotonic()
+
+
+def _done(report: Report, began: float, target: Target) -> Report:
+    report.duration_ms = int((time.monotonic() - began) * 1000)
+    report.snapshot_id = target.head()
+    log.info("%s", report)
+    return report
+
+
+def small_files(target: Target, small_bytes: int) -> int:
+    """The most small data files any one partition of the table holds."""
+    group = "" if target.load().spec().is_unpartitioned() else "GROUP BY partition ORDER BY n DESC LIMIT 1"
+    rows = target.spark.sql(
+        f"SELECT count(*) AS n FROM {target.catalog_name}.{quote(target.table)}.files "
+        f"WHERE content = 0 AND file_size_in_bytes < {int(small_bytes)} {group}").collect()
+    return int(rows[0].n) if rows else 0
+
+
+def target_file_size(table: Table, override: int | None = None) -> int:
+    return override or int(table.properties.get("write.target-file-size-bytes", 512 * 1024 * 1024))
+
+
+def compact(target: Target, target_file_size_bytes: int | None = None, sort_by: list[str] | None = None,
+            min_input_files: int = 2) -> Report:
+    """Bin-pack (or sort) the data files of each partition holding ``min_input_files`` or more into
+    files of about the target size; a row-level table's deletes are applied and its delete files
+    compacted too. ``sort_by`` orders rows within the new files (e.g. the id columns)."""
+    started_at, began = _start()
+    table = target.load()
+    options = {"min-input-files": str(min_input_files)}
+    if target_file_size_bytes:
+        options["target-file-size-bytes"] = str(target_file_size_bytes)
+    deletes = _has_deletes(table)
+    if deletes:
+        options["delete-file-threshold"] = "1"  # a data file with any delete is rewritten without the deleted rows
+    args = {"table": target.quoted, "options": _options(options)}
+    if sort_by:
+        args.update(strategy="'sort'", sort_order=_literal(", ".join(sort_by)))
+    report = Report(table=target.table, operation="compact", started_at_ms=started_at)
+    row = _retrying(target, report, lambda: target.call("rewrite_data_files", **args)[0])
+    report.counts.update(rewritten_data_files=row.rewritten_data_files_count,
+                         added_data_files=row.added_data_files_count, rewritten_bytes=row.rewritten_bytes_count,
+                         removed_delete_files=row.removed_delete_files_count)
+    if deletes:
+        pos = target.call("rewrite_position_delete_files", table=target.quoted,
+                          options=_options({"rewrite-all": "true"}))[0]
+        report.counts.update(rewritten_delete_files=pos.rewritten_delete_files_count,
+                             added_delete_files=pos.added_delete_files_count)
+    report.counts["table_rows"] = _row_count(target)
+    return _done(report, began, target)
+
+
+def rewrite_manifests(target: Target) -> Report:
+    """One manifest per partition range instead of one per commit: planning reads fewer files."""
+    started_at, began = _start()
+    report = Report(table=target.table, operation="rewrite-manifests", started_at_ms=started_at)
+    row = _retrying(target, report, lambda: target.call("rewrite_manifests", table=target.quoted)[0])
+    report.counts.update(rewritten_manifests=row.rewritten_manifests_count, added_manifests=row.added_manifests_count)
+    return _done(report, began, target)
+
+
+def expire(target: Target, older_than_ms: int = DEFAULT_EXPIRE_MS, retain_last: int = 1) -> Report:
+    """Expire snapshots older than ``older_than_ms`` (an age), except what exactly-once recovery needs:
+    each sink's newest snapshot with recorded offsets on each branch and everything after it.
+    The files only expired snapshots referenced are deleted."""
+    started_at, began = _start()
+    report = Report(table=target.table, operation="expire", started_at_ms=started_at)
+    _expire(target, started_at - older_than_ms, retain_last, [], report)
+    return _done(report, began, target)
+
+
+def clean(target: Target, older_than_ms: int = DEFAULT_ORPHAN_MS) -> Report:
+    """Remove what no snapshot will ever reference and is older than ``older_than_ms`` (the safety age):
+    staging branches of cycles that never published, the snapshots they staged, and orphan files
+    (data files of killed writes, old metadata). The age must exceed the longest write in flight."""
+    started_at, began = _start()
+    report = Report(table=target.table, operation="clean", started_at_ms=started_at)
+    cutoff = started_at - older_than_ms
+    table = target.load()
+    snaps, refs = snaps_of(table.metadata)
+    stale = stale_stages(snaps, refs, cutoff)
+    if stale:
+        target.catalog.commit_table(table, (), tuple(RemoveSnapshotRefUpdate(ref_name=r.name) for r in stale))
+        log.info("%s: dropped %d staging branches of cycles that never published: %s", target.table, len(stale),
+                 ", ".join(r.name for r in stale))
+    report.counts["dropped_stages"] = len(stale)
+    snaps, refs = snaps_of(target.load().metadata)
+    dead = unreachable(snaps, refs, cutoff)
+    if dead:
+        # Only the named snapshots: the time-based cutoff given is the oldest one, so nothing else goes.
+        _expire(target, min(s.timestamp_ms for s in snaps.values()), 1, dead, report)
+    report.counts["unreachable_snapshots"] = len(dead)
+    report.counts["orphan_files"] = _delete_orphans(target, cutoff)
+    return _done(report, began, target)
+
+
+def maintain(target: Target, expire_older_than_ms: int = DEFAULT_EXPIRE_MS, orphan_older_than_ms: int =
+             DEFAULT_ORPHAN_MS, retain_last: int = 1, target_file_size_bytes: int | None = None,
+             sort_by: list[str] | None = None, manifests: bool = True) -> list[Report]:
+    """Compact, rewrite manifests, expire, clean: in that order, so that expiry deletes the files
+    compaction replaced and cleaning finds only true leftovers."""
+    reports = [compact(target, target_file_size_bytes, sort_by)]
+    if manifests:
+        reports.append(rewrite_manifests(target))
+    reports.append(expire(target, expire_older_than_ms, retain_last))
+    reports.append(clean(target, orphan_older_than_ms))
+    return reports
+
+
+# ---- inside
+def _expire(target: Target, cutoff_ms: int, retain_last: int, snapshot_ids: list[int], report: Report) -> None:
+    snaps, refs = snaps_of(target.load().metadata)
+    held = recovery_snapshots(snaps, refs)
+    cutoff = expiry_cutoff(cutoff_ms, held)
+    if cutoff < cutoff_ms and not snapshot_ids:
+        oldest = min(held.items(), key=lambda kv: kv[1].timestamp_ms)
+        report.note = (f"kept snapshots from {oldest[1].snapshot_id} on: sink {oldest[0][1]}'s newest commit on "
+                       f"branch {oldest[0][0]}, which its recovery reads")
+    args = {"table": target.quoted, "older_than": _timestamp(cutoff),
+            "retain_last": str(max(1, retain_last))}
+    if snapshot_ids:
+        args["snapshot_ids"] = "array(" + ", ".join(f"{i}L" for i in snapshot_ids) + ")"
+    row = target.call("expire_snapshots", **args)[0]
+    after = len(target.load().metadata.snapshots)
+    report.counts["expired_snapshots"] = report.counts.get("expired_snapshots", 0) + len(snaps) - after
+    report.counts["deleted_data_files"] = report.counts.get("deleted_data_files", 0) + row.deleted_data_files_count
+    report.counts["deleted_delete_files"] = report.counts.get("deleted_delete_files", 0) + (
+        row.deleted_position_delete_files_count + row.deleted_equality_delete_files_count)
+    report.counts["snapshots"] = after
+
+
+def _delete_orphans(target: Target, cutoff_ms: int) -> int:
+    """Iceberg's orphan-file action; its procedure refuses ages under 24 h, a floor meant for writers it
+    cannot see. sinklab's cycles stage within one interval, so a shorter age is the user's to choose."""
+    jvm = target.spark._jvm  # type: ignore[attr-defined]
+    jspark = target.spark._jsparkSession  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(jspark, f"{target.catalog_name}.{target.table}")
+    result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark).deleteOrphanFiles(table)
+              .olderThan(int(cutoff_ms)).execute())
+    return sum(1 for _ in result.orphanFileLocations())
+
+
+def _has_deletes(table: Table) -> bool:
+    snap = table.current_snapshot()
+    props = snap.summary.additional_properties if snap and snap.summary else {}
+    return int(props.get("total-delete-files", 0)) > 0
+
+
+def _row_count(target: Target) -> int:
+    snap = target.load().current_snapshot()
+    props = snap.summary.additional_properties if snap and snap.summary else {}
+    return int(props.get("total-records", 0))
+
+
+def _retrying(target: Target, report: Report, commit: Callable[[], Any]) -> Any:
+    """Run a rewrite, planning it again when a concurrent commit (a sink's) made Iceberg refuse it."""
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return commit()
+        except Exception as exc:
+            if attempt == COMMIT_ATTEMPTS or not _lost_race(exc):
+                raise
+            log.warning("%s of %s lost a race with another commit (%s); planning again", report.operation,
+                        target.table, _first_line(exc))
+            report.counts["retries"] = attempt
+    raise AssertionError("unreachable")
+
+
+def _lost_race(exc: Exception) -> bool:
+    text = str(exc)
+    return lost_sequence_race(exc) or any(s in text for s in (
+        "ValidationException", "CommitFailedException", "Cannot commit", "found new conflicting delete files",
+        "Missing required files to delete"))
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,87 @@
+"""When a running sink maintains its tables: the ``sinklab.maintenance.*`` keys of its config."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+PREFIX = "sinklab.maintenance."
+UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+
+
+class PolicyError(ValueError):
+    """A ``sinklab.maintenance.*`` value is wrong; the message names the key."""
+
+
+def parse_duration(key: str, value: Any) -> int:
+    """``500ms``, ``30s``, ``10m``, ``2h``, ``7d`` or a plain number of milliseconds, as milliseconds."""
+    match = DURATION_RE.match(str(value))
+    if match is None:
+        raise PolicyError(f"{key}: expected a duration such as 30s, 10m, 2h, 7d or milliseconds, got {value!r}")
+    return int(match.group(1)) * UNITS_MS[match.group(2) or "ms"]
+
+
+class MaintenancePolicy(BaseModel):
+    """What the sink runs between cycles on the tables it writes. Everything is off by default."""
+
+    compact_every_commits: int = 0  # compact a table after every N of its commits
+    compact_small_files: int = 0  # ... or as soon as one of its partitions holds more than M small files
+    target_file_size_bytes: int | None = None  # default: the table's write.target-file-size-bytes
+    rewrite_manifests: bool = True  # after each compaction
+    expire_older_than_ms: int | None = None  # expire snapshots older than this (recovery's are kept)
+    expire_retain_last: int = 1
+    expire_every_commits: int = 0  # expire also without compaction (default: with each compaction)
+    orphans_older_than_ms: int | None = None  # with each expiry: orphan files and dead staging branches this old
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.compact_every_commits or self.compact_small_files or self.expire_every_commits)
+
+
+KEYS = {
+    "compact.every-commits": ("compact_every_commits", "int"),
+    "compact.small-files": ("compact_small_files", "int"),
+    "compact.target-file-size-bytes": ("target_file_size_bytes", "int"),
+    "compact.rewrite-manifests": ("rewrite_manifests", "bool"),
+    "expire.older-than": ("expire_older_than_ms", "duration"),
+    "expire.retain-last": ("expire_retain_last", "int"),
+    "expire.every-commits": ("expire_every_commits", "int"),
+    "orphans.older-than": ("orphans_older_than_ms", "duration"),
+}
+
+
+def parse_policy(conf: dict[str, Any]) -> MaintenancePolicy:
+    """The policy from a sink's flat config map (only its ``sinklab.maintenance.*`` keys are read)."""
+    values: dict[str, Any] = {}
+    for key, raw in conf.items():
+        if not key.startswith(PREFIX):
+            continue
+        spec = KEYS.get(key.removeprefix(PREFIX))
+        if spec is None:
+            raise PolicyError(f"{key}: unknown maintenance key (known: {', '.join(PREFIX + k for k in KEYS)})")
+        field, kind = spec
+        text = str(raw).strip()
+        if kind == "duration":
+            values[field] = parse_duration(key, text)
+        elif kind == "bool":
+            if text.lower() not in ("true", "false"):
+                raise PolicyError(f"{key}: expected true or false, got {raw!r}")
+            values[field] = text.lower() == "true"
+        else:
+            if not text.isdigit():
+                raise PolicyError(f"{key}: expected a non-negative integer, got {raw!r}")
+            values[field] = int(text)
+    policy = MaintenancePolicy(**values)
+    if policy.expire_every_commits and policy.expire_older_than_ms is None:
+        raise PolicyError(f"{PREFIX}expire.every-commits: set {PREFIX}expire.older-than too (how old a snapshot "
+                          f"must be to go)")
+    if policy.orphans_older_than_ms is not None and policy.expire_older_than_ms is None:
+        raise PolicyError(f"{PREFIX}orphans.older-than: orphan files are cleaned with each expiry; set "
+                          f"{PREFIX}expire.older-than too")
+    if policy.expire_older_than_ms is not None and not policy.enabled:
+        raise PolicyError(f"{PREFIX}expire.older-than: say when to expire: {PREFIX}expire.every-commits, or with "
+                          f"each compaction ({PREFIX}compact.every-commits / compact.small-files)")
+    return policy

@@ -1,0 +1,195 @@
+"""Table maintenance beside the sink: compaction, expiry and orphan cleanup never cost a record."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import order_ids, produce, run_cli, sink_config
+
+from sinklab.maintenance import Target, compact, maintain
+from sinklab.maintenance.operations import small_files
+from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
+from sinklab.sink import IcebergSink, read_control_log
+from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.tables import OFFSETS_PROP
+from sinklab.sink.write import STAGE_PREFIX
+from sinklab.stack import Stack
+
+pytestmark = pytest.mark.spark
+
+
+def data_files(stack: Stack, table: str) -> list[str]:
+    return [r.file_path for r in stack.spark.sql(f"SELECT file_path FROM sinklab.{table}.files WHERE content = 0")
+            .collect()]
+
+
+def rows(stack: Stack, table: str) -> list[tuple]:
+    return sorted(tuple(r) for r in stack.spark.table(f"sinklab.{table}").collect())
+
+
+def files_on_disk(stack: Stack, table: str) -> set[str]:
+    location = stack.catalog.load_table(tuple(table.split("."))).location()
+    root = Path(location.removeprefix("file:")) / "data"
+    return {f"file:{p}" if location.startswith("file:") else str(p) for p in root.rglob("*.parquet")}
+
+
+def referenced_files(stack: Stack, table: str) -> set[str]:
+    return {r.file_path for r in stack.spark.sql(f"SELECT file_path FROM sinklab.{table}.all_files").collect()}
+
+
+def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack_file: Path, tmp_path: Path,
+                                                            unique: str) -> None:
+    table = f"{unique}.pizzas"
+    stack.create_topic(unique, partitions=2)
+    config = sink_config(unique, **{"iceberg.control.commit.interval-ms": "300"})
+    config_file = tmp_path / "sink.json"
+    config_file.write_text(json.dumps(config))
+
+    # A cycle killed after writing its files: a staging branch, a staged snapshot and files no commit will use.
+    produced = produce(stack, unique, 20, seed=100)
+    crashed = run_cli("sink", "run", "--config", str(config_file), "--stack", str(stack_file), "--once",
+                      env={coordinator_module.CRASH_ENV: "after-data-files"})
+    assert crashed.returncode == 86, crashed.stderr[-2000:]
+    assert any(n.startswith(STAGE_PREFIX) for n in stack.catalog.load_table((unique, "pizzas")).metadata.refs)
+
+    # The sink restarted, committing every 300 ms while records arrive: the small-files problem, then
+    # maintenance in the middle of it.
+    stop = threading.Event()
+
+    def producer() -> None:
+        seed = 200
+        while not stop.is_set():
+            produced.extend(produce(stack, unique, 10, seed=seed))
+            seed += 1
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=producer)
+    restarted = IcebergSink(stack, config)
+    try:
+        thread.start()
+        restarted.start()
+        deadline = time.monotonic() + 180
+        while len(data_files(stack, table)) < 30:
+            assert restarted.status().state == "RUNNING" and time.monotonic() < deadline, restarted.status()
+            time.sleep(1)
+        during = maintain(Target.on(stack, table), expire_older_than_ms=0, orphan_older_than_ms=5_000)
+        time.sleep(1)  # a cycle or two on top of the maintenance
+        stop.set()
+        thread.join()
+        restarted.run_until_idle(0)  # what arrived until the producer stopped
+        assert restarted.status().state != "FAILED", restarted.status().trace
+    finally:
+        stop.set()
+        restarted.stop()
+    assert [r.operation for r in during] == ["compact", "rewrite-manifests", "expire", "clean"]
+    assert during[0].counts["rewritten_data_files"] >= 30
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)), "duplicates after maintenance beside the sink"
+    assert sorted(got) == sorted(produced)
+
+    # One `sinklab table maintain`, the sink stopped: the table as the issue's "done when" describes it.
+    before = rows(stack, table)
+    done = run_cli("table", "maintain", table, "--stack", str(stack_file), "--older-than", "0s",
+                   "--orphans-older-than", "1s", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["operation"] for r in reports] == ["compact", "rewrite-manifests", "expire", "clean"]
+    assert rows(stack, table) == before
+    assert len(data_files(stack, table)) <= stack.spark.sparkContext.defaultParallelism  # unpartitioned: tasks x 1
+
+    metadata = stack.catalog.load_table((unique, "pizzas")).metadata
+    snaps, refs = snaps_of(metadata)
+    assert [r.name for r in refs] == ["main"], "staging branches left"
+    kept = recovery_snapshots(snaps, refs)[("main", config["name"])]
+    chain = lineage(snaps, metadata.refs["main"].snapshot_id)
+    assert set(snaps) == {s.snapshot_id for s in chain[:chain.index(kept) + 1]}, (
+        "only the sink's newest commit and what came after it may survive an expiry of everything: "
+        f"kept {kept.snapshot_id}, chain {[s.snapshot_id for s in chain]}, {reports}")
+    assert sum(json.loads(kept.props[OFFSETS_PROP])[unique].values()) == len(produced), \
+        "the kept snapshot is the sink's last commit, through every record produced"
+    assert files_on_disk(stack, table) <= referenced_files(stack, table), "orphan files left"
+
+    # Recovery after the expiry: the sink resumes exactly once from what was kept.
+    produced += produce(stack, unique, 30, seed=999)
+    resumed = IcebergSink(stack, config)
+    try:
+        assert resumed.run_once().records == 30
+    finally:
+        resumed.stop()
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+
+
+def test_compaction_between_planning_and_publish_makes_the_sink_stage_again(
+        stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    table = f"{unique}.pizzas"
+    stack.create_topic(unique, partitions=2)
+    config = sink_config(unique)
+    sink = IcebergSink(stack, config)
+    produced: list[str] = []
+    real_publish = coordinator_module.publish
+    raced: list[int] = []
+
+    def compaction_lands_first(catalog, state, staged):  # noqa: ANN001, ANN202 - the publish signature
+        if not raced:
+            raced.append(compact(Target.on(stack, table)).snapshot_id)
+        return real_publish(catalog, state, staged)
+
+    try:
+        for batch in range(3):
+            produced += produce(stack, unique, 20, seed=batch)
+            sink.run_once()
+        produced += produce(stack, unique, 20, seed=50)
+        monkeypatch.setattr(coordinator_module, "publish", compaction_lands_first)
+        with caplog.at_level(logging.WARNING, logger="sinklab.sink"):
+            assert sink.run_once().records == 20
+    finally:
+        sink.stop()
+    assert any("another writer" in r.getMessage() for r in caplog.records)
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    metadata = stack.catalog.load_table((unique, "pizzas")).metadata
+    head = metadata.snapshot_by_id(metadata.refs["main"].snapshot_id)
+    assert head.parent_snapshot_id == raced[0], "the sink's commit went on top of the compaction"
+    assert head.summary.additional_properties["sinklab.sink"] == config["name"]
+
+
+def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, unique: str) -> None:
+    table = f"{unique}.pizzas"
+    stack.create_topic(unique, partitions=2)
+    config = sink_config(unique, **{
+        "iceberg.control.commit.interval-ms": "200", "sinklab.cycle.max-records": "20",
+        "sinklab.maintenance.compact.small-files": "4", "sinklab.maintenance.expire.older-than": "0s",
+        "sinklab.maintenance.orphans.older-than": "1h"})
+    produced = produce(stack, unique, 140, seed=3)
+    sink = IcebergSink(stack, config)
+    try:
+        assert sink.run_until_idle(0.5) == 7
+        status = sink.status()
+    finally:
+        sink.stop()
+    runs = read_control_log(stack.bootstrap_servers, sink=config["name"]).query("type == 'maintenance'")
+    assert len(runs) >= 1 and status.counters["maintenance-runs"] == len(runs)
+    assert all(r["compact.rewritten_data_files"] > 4 and "expire.expired_snapshots" in r for r in runs.counters)
+    assert all(t["table"] == table for ts in runs.tables for t in ts)
+    target = Target.on(stack, table)
+    assert small_files(target, 1 << 30) <= 4 + 2, "a partition kept more small files than the policy allows"
+    metadata = target.load().metadata
+    assert len(metadata.snapshots) < 7, "expiry did not run"
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+
+    # The expired table still tells a new instance where to resume.
+    produced += produce(stack, unique, 10, seed=4)
+    again = IcebergSink(stack, config)
+    try:
+        assert again.run_once().records == 10
+    finally:
+        again.stop()
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)

@@ -1,0 +1,73 @@
+"""Pure logic of maintenance: the policy keys, and what expiry keeps for recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from sinklab.maintenance.policy import parse_duration, parse_policy
+from sinklab.maintenance.retention import Ref, Snap, expiry_cutoff, recovery_snapshots, stale_stages, unreachable
+from sinklab.sink.config import ConfigError, load_config
+from sinklab.sink.write import stage_name
+
+
+def config(**keys: str) -> dict[str, str]:
+    return {"name": "s", "topics": "t", "iceberg.tables": "db.t", **keys}
+
+
+def test_durations() -> None:
+    assert [parse_duration("k", v) for v in ("250", "250ms", "30s", "10m", "2h", "7d")] == [
+        250, 250, 30_000, 600_000, 7_200_000, 604_800_000]
+    with pytest.raises(ValueError, match="k: expected a duration"):
+        parse_duration("k", "1 week")
+
+
+def test_policy_from_the_sink_config() -> None:
+    policy = load_config(config(**{"sinklab.maintenance.compact.every-commits": "10",
+                                   "sinklab.maintenance.expire.older-than": "1h",
+                                   "sinklab.maintenance.orphans.older-than": "2h"})).maintenance
+    assert (policy.compact_every_commits, policy.expire_older_than_ms, policy.orphans_older_than_ms) == (
+        10, 3_600_000, 7_200_000)
+    assert policy.enabled and not parse_policy({}).enabled
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ({"sinklab.maintenance.compact.every": "3"}, "sinklab.maintenance.compact.every: unknown maintenance key"),
+    ({"sinklab.maintenance.compact.small-files": "many"}, "compact.small-files: expected a non-negative integer"),
+    ({"sinklab.maintenance.expire.older-than": "1h"}, "expire.older-than: say when to expire"),
+    ({"sinklab.maintenance.expire.every-commits": "5"}, "expire.every-commits: set sinklab.maintenance.expire"),
+    ({"sinklab.maintenance.compact.every-commits": "5", "sinklab.maintenance.orphans.older-than": "1h"},
+     "orphans.older-than: orphan files are cleaned with each expiry"),
+])
+def test_bad_policies_name_the_key(keys: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(config(**keys))
+
+
+def history() -> tuple[dict[int, Snap], list[Ref]]:
+    """main: 1 (sink a) <- 2 (sink b) <- 3 (compaction) <- 4 (sink a) <- 5 (compaction); a dead stage 6 off 4,
+    a live stage 7 off 5, and 8, staged by a cycle whose branch is gone."""
+    def sink(name: str, **extra: str) -> dict[str, str]:
+        return {"sinklab.sink": name, "sinklab.offsets": "{}", **extra}
+
+    snaps = {1: Snap(1, None, 100, sink("a")), 2: Snap(2, 1, 200, sink("b")), 3: Snap(3, 2, 300),
+             4: Snap(4, 3, 400, sink("a")), 5: Snap(5, 4, 500), 6: Snap(6, 4, 450, sink("a")),
+             7: Snap(7, 5, 900, sink("a")), 8: Snap(8, 2, 250, sink("a"))}
+    refs = [Ref("main", 5, True), Ref(stage_name("a", "dead"), 6, True), Ref(stage_name("a", "live"), 7, True)]
+    return snaps, refs
+
+
+def test_expiry_keeps_each_sinks_newest_commit_and_everything_after_it() -> None:
+    snaps, refs = history()
+    held = recovery_snapshots(snaps, refs)
+    assert {k: s.snapshot_id for k, s in held.items()} == {("main", "a"): 4, ("main", "b"): 2}
+    assert expiry_cutoff(1000, held) == 200  # sink b's last commit holds the line
+    assert expiry_cutoff(150, held) == 150
+
+
+def test_stale_stages_and_unreachable_snapshots() -> None:
+    snaps, refs = history()
+    assert [r.snapshot_id for r in stale_stages(snaps, refs, 600)] == [6]  # the live one is younger
+    assert unreachable(snaps, refs, 600) == [8]
+    gone = [r for r in refs if r.snapshot_id != 6]
+    assert unreachable(snaps, gone, 600) == [6, 8]
+    assert unreachable(snaps, gone, 300) == [8]  # 6 is younger than the safety age
