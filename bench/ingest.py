@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
                                      [--sweep 1000,2000,5000,10000] [--profile] [--no-java-sink]
+    .venv/bin/python bench/ingest.py --format avro [--records 200000]
 
 On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
 
@@ -20,6 +21,10 @@ On the embedded stack, N pizza events go into a fresh topic once; then, one afte
   and interval: it drains a warm-up topic, then the same backlog into a table with sinklab's
   columns, then runs the same latency measurement (a record is found by its key in the data files
   each snapshot added, as that sink records no source offsets).
+
+With ``--format avro`` it measures instead the same pizzas as JSON and as Confluent-framed Avro (their
+schema in the stack's schema registry, Apicurio Registry), each drained by sinklab into one table
+on the same warm JVM: the JSON figure is the baseline of the Avro one.
 
 Prints a table, then one JSON object as the last line. Not a test: nothing here asserts a duration.
 Run it alone (``flock /tmp/sinklab-spark.lock ...`` on shared machines): the figures are only
@@ -50,6 +55,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, events, read_control_log
+from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.progress import parse_offsets
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
@@ -192,10 +198,11 @@ def last_job_id(spark: SparkSession) -> int:
 # ---- the backlog and the two baselines
 
 def produce(stack: Stack, topic: str, count: int, partitions: int, seed: int = 1,
-            rate: float | None = None) -> float:
+            rate: float | None = None, value_format: str = "json") -> float:
     """Produce ``count`` pizzas into a fresh topic; returns events/s."""
     stack.create_topic(topic, partitions=partitions)
-    run = PizzaGenerator(seed=seed).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
+    run = PizzaGenerator(seed=seed).produce(stack, topic, count=count, rate=rate, partitions=partitions,
+                                            format=value_format).wait()
     assert run.delivered == count, run
     return run.events_per_second
 
@@ -306,11 +313,12 @@ def naive_pyiceberg(stack: Stack, topic: str, table: Table, interval_s: float) -
 
 # ---- sinklab
 
-def sink_config(name: str, topic: str, tables: list[str], interval_ms: int) -> dict[str, Any]:
+def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, avro: bool = False) -> dict[str, Any]:
     config: dict[str, Any] = {
         "name": name, "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
-        "value.converter.schemas.enable": "false",
+        # Avro: the registry's URL is the stack's.
+        **({"value.converter": AVRO_CONVERTER} if avro else {"value.converter.schemas.enable": "false"}),
     }
     if len(tables) > 1:
         config["iceberg.tables.route-field"] = "sauce"
@@ -334,10 +342,11 @@ class DrainResult:
         return max((len(s.data_files) for c in self.cycles for s in c.tables.values()), default=0)
 
 
-def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: int, expected: int) -> DrainResult:
+def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: int, expected: int,
+          avro: bool = False) -> DrainResult:
     """Cycles as the running sink makes them (one per interval, or back to back when a cycle takes
     longer), until every record of the backlog is committed."""
-    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms))
+    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms, avro))
     spark = stack.spark
     cycles: list[CycleResult] = []
     jobs: list[list[SparkJob]] = []
@@ -587,7 +596,7 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
 
 def main() -> None:  # noqa: C901 - one section per measurement
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, help="backlog size (default 1,000,000; --format avro: 200,000)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--interval-ms", type=int, default=5_000, help="commit interval (sink and naive baseline)")
     parser.add_argument("--latency-rate", type=float, default=5_000, help="events/s in latency mode")
@@ -602,7 +611,13 @@ def main() -> None:  # noqa: C901 - one section per measurement
     parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
     parser.add_argument("--no-java-sink", action="store_true",
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
+    parser.add_argument("--format", choices=["json", "avro"], default="json",
+                        help="avro: only Avro (schema registry) vs JSON throughput, on the same backlog size")
     args = parser.parse_args()
+    if args.format == "avro":
+        avro_vs_json(args.records or 200_000, args.partitions, args.interval_ms)
+        return
+    args.records = args.records or 1_000_000
     if args.quick:
         args.records, args.latency_seconds, args.sweep = 200_000, 20, ""
     sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
@@ -750,6 +765,58 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 for s in cycle.tables.values():
                     print(f"  {s.table}: write {s.write_ms} ms, publish {s.commit_ms} ms, {len(s.data_files)} files")
     print(json.dumps(_rounded(figures)))
+
+
+def avro_vs_json(records: int, partitions: int, interval_ms: int) -> None:
+    """The same pizzas as JSON and as registry Avro, each drained into its own table by sinklab."""
+    figures: dict[str, Any] = {"records": records, "partitions": partitions, "interval_ms": interval_ms}
+    tables = {"json": f"{NAMESPACE}.pizzas_json", "avro": f"{NAMESPACE}.pizzas_avro"}
+    with Stack.embedded(connect=False, schema_registry=True) as stack:
+        for fmt in ("json", "avro"):
+            figures[f"produce_{fmt}_rps"] = produce(stack, f"bench-{fmt}", records, partitions, value_format=fmt)
+            produce(stack, f"bench-warm-{fmt}", min(records // 5, 50_000), partitions, seed=98, value_format=fmt)
+        figures["bytes_per_record"] = {fmt: _topic_bytes(stack, f"bench-{fmt}") / records for fmt in ("json", "avro")}
+        stack.spark  # noqa: B018 - the JVM's start is no part of any figure
+        for fmt, table in tables.items():  # creates the tables and warms the JVM up for both
+            drain(stack, f"bench-warm-{fmt}", f"bench-warm-{fmt}", [table], interval_ms, min(records // 5, 50_000),
+                  avro=fmt == "avro")
+        results = {fmt: drain(stack, f"bench-{fmt}-sink", f"bench-{fmt}", [table], interval_ms, records,
+                              avro=fmt == "avro") for fmt, table in tables.items()}
+        figures["table_types"] = {fmt: dict(stack.spark.table(f"sinklab.{t}").dtypes) for fmt, t in tables.items()}
+    for fmt, result in results.items():
+        figures[f"sinklab_{fmt}_rps"] = result.rps
+        figures[f"sinklab_{fmt}_cycles"] = len(result.cycles)
+        figures[f"sinklab_{fmt}_cycle_s_mean"] = statistics.mean(c.duration_ms / 1000 for c in result.cycles)
+    figures["avro_vs_json"] = figures["sinklab_avro_rps"] / figures["sinklab_json_rps"]
+    f = figures
+    print_table([
+        ("records in each backlog", f"{records:,}", f"{partitions} partitions, pizza events"),
+        ("bytes per value", f"{f['bytes_per_record']['json']:.0f} / {f['bytes_per_record']['avro']:.0f}",
+         "JSON / Avro (Confluent framing)"),
+        ("produce JSON / Avro", f"{f['produce_json_rps']:,.0f} / {f['produce_avro_rps']:,.0f}/s",
+         "Avro: fastavro + registry (schema registered once)"),
+        ("sinklab, JSON (baseline)", f"{f['sinklab_json_rps']:,.0f}/s",
+         f"{f['sinklab_json_cycles']} cycle(s), {f['sinklab_json_cycle_s_mean']:.2f} s mean"),
+        ("sinklab, Avro + registry", f"{f['sinklab_avro_rps']:,.0f}/s",
+         f"{f['avro_vs_json']:.2f}x JSON; {f['sinklab_avro_cycles']} cycle(s), "
+         f"{f['sinklab_avro_cycle_s_mean']:.2f} s mean"),
+    ])
+    print("column types: " + "; ".join(f"{fmt}: " + ", ".join(f"{k} {v}" for k, v in types.items())
+                                       for fmt, types in f["table_types"].items()))
+    print(json.dumps(_rounded(figures)))
+
+
+def _topic_bytes(stack: Stack, topic: str) -> int:
+    consumer, _ = assign_all(stack, topic)
+    total = 0
+    try:
+        while True:
+            msgs = consumer.consume(10_000, timeout=2.0)
+            if not msgs:
+                return total
+            total += sum(len(m.value() or b"") for m in msgs if m.error() is None)
+    finally:
+        consumer.close()
 
 
 def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -51,8 +51,11 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
             # Some of its processes died: start those again, keep the others.
             resume = previous
     started = time.monotonic()
+    # A stack that had a schema registry gets it back: its schemas are in the workdir.
+    registry = args.schema_registry or bool(previous and previous.kind == "embedded" and "schema-registry" in
+                                            previous.ports)
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
-                           connect_port=args.connect_port)
+                           connect_port=args.connect_port, schema_registry=registry)
     try:
         stack.write(path)
     except BaseException:
@@ -65,6 +68,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
     print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")
+    if info.schema_registry_url:
+        print(f"  schema_registry    {info.schema_registry_url}  (Apicurio Registry, Confluent-compatible API)")
     if "s3" in info.pids:
         print(f"  s3 endpoint        {info.catalog_properties['s3.endpoint']} (moto: objects live in memory "
               "until `stack down`)")
@@ -268,8 +273,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     except SpecError as exc:
         raise CliError(str(exc)) from None
     stack = _stack_for(args)
-    run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
-                            daily_topics=args.daily or None)
+    try:
+        run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
+                                daily_topics=args.daily or None, format=args.format,
+                                registry_url=args.schema_registry, subject_strategy=args.subject_name_strategy)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     show = sys.stderr.isatty()
     try:
         while not run.done:
@@ -326,6 +335,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--daily", action="store_true", help="produce to TOPIC.YYYYMMDD by event time")
     gen.add_argument("--cdc-format", choices=["flat", "debezium"], help="for cdc specs: flat op field or Debezium")
     gen.add_argument("--stack", help="stack.json of the stack to produce to")
+    gen.add_argument("--format", choices=["json", "avro"], default="json",
+                     help="avro: Confluent-framed Avro, the schema registered in the schema registry (each drift "
+                          "step of the spec registers a new version)")
+    gen.add_argument("--schema-registry", metavar="URL",
+                     help="for --format avro: the registry (default: the stack's schema_registry_url)")
+    gen.add_argument("--subject-name-strategy", default="TopicNameStrategy",
+                     choices=["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"],
+                     help="for --format avro: the subject the schema is registered under")
     gen.set_defaults(func=cmd_generate)
 
     table = sub.add_parser("table", help="maintain a table beside a running sink: compaction, snapshot expiry, "
@@ -370,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "first; needs a Docker engine)")
     up.add_argument("--connect-port", type=int,
                     help="port of the stack's Kafka Connect REST API (default: a free one; 8083 is Connect's)")
+    up.add_argument("--schema-registry", action="store_true",
+                    help="also start a Confluent-compatible schema registry (Apicurio Registry; for Avro topics); "
+                         "its URL goes into stack.json as schema_registry_url")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)
@@ -406,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch = jar_sub.add_parser("fetch", help="resolve the parts (default: the stack's, not the bench's) into the "
                                              "cache (make setup runs this)")
     fetch.add_argument("parts", nargs="*", metavar="PART",
-                       help=f"of {', '.join(jars.PARTS)}; bench only: {', '.join(jars.BENCH_PARTS)}")
+                       help=f"of {', '.join(jars.PARTS)}, schema-registry (built from its jars); on demand: "
+                            f"{', '.join(jars.BENCH_PARTS)}")
     fetch.set_defaults(func=cmd_jars_fetch)
     export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
                                                "air-gapped machine")
@@ -415,18 +436,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+REGISTRY_PART = "schema-registry"
+
+
 def cmd_jars_fetch(args: argparse.Namespace) -> int:
+    from sinklab.stack import registry_build
+
     known = jars.PARTS | jars.BENCH_PARTS
-    unknown = [p for p in args.parts if p not in known]
+    unknown = [p for p in args.parts if p not in known and p != REGISTRY_PART]
     if unknown:
-        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join(known)}")
-    # No names: the stack's parts only; the bench's peer is fetched when named (or by the bench).
-    for part in [known[p] for p in args.parts] or list(jars.PARTS.values()):
+        raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join([*known, REGISTRY_PART])}")
+    # No names: the stack's parts only (the schema registry's jar too); the bench's peer is fetched
+    # when named (or by the bench).
+    parts = [known[p] for p in args.parts if p != REGISTRY_PART] if args.parts else list(jars.PARTS.values())
+    for part in parts:
         started = time.monotonic()
         found = jars.jars(part)
         size = sum(j.stat().st_size for j in found) / 1e6
         print(f"{part.name:14s} {len(found):3d} jars {size:6.1f} MB  {', '.join(part.coordinates)}"
               f"  ({time.monotonic() - started:.1f}s)")
+    if not args.parts or REGISTRY_PART in args.parts:
+        started = time.monotonic()
+        runner = registry_build.runner_jar()
+        size = sum(f.stat().st_size for f in runner.parent.rglob("*.jar")) / 1e6
+        print(f"{REGISTRY_PART:14s} built    {size:6.1f} MB  {':'.join(registry_build.APP)} (Quarkus app: "
+              f"{runner.name})  ({time.monotonic() - started:.1f}s)")
     print(f"cache: {jars.cache_dir()}")
     return 0
 

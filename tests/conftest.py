@@ -32,3 +32,9 @@ def workdir(tmp_path: Path) -> Path:
 def stack_file(stack: Stack, tmp_path: Path) -> Path:
     """The shared stack's stack.json, for sinks run as processes (``sinklab sink run --stack``)."""
     return stack.write(tmp_path / "stack.json")
+
+
+@pytest.fixture(scope="session")
+def schema_registry(stack: Stack) -> str:
+    """The shared stack's schema registry (Apicurio Registry, started on first use); its URL."""
+    return stack.start_schema_registry()

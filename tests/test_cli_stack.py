@@ -9,6 +9,7 @@ from pathlib import Path
 
 import requests
 
+from sinklab.sink.avro import RegistryClient
 from sinklab.stack import StackInfo
 from sinklab.stack.broker import broker_ready
 from sinklab.stack.process import free_port, pid_alive
@@ -21,19 +22,25 @@ def sinklab(*args: str) -> subprocess.CompletedProcess[str]:
 def test_stack_up_status_down(tmp_path: Path) -> None:
     workdir = tmp_path / "stk"
     connect_port = free_port()
-    up = sinklab("stack", "up", "--workdir", str(workdir), "--connect-port", str(connect_port))
+    up = sinklab("stack", "up", "--workdir", str(workdir), "--connect-port", str(connect_port), "--schema-registry")
     info = None
     try:
         assert up.returncode == 0, up.stderr
         raw = json.loads((workdir / "stack.json").read_text())
         assert {"bootstrap_servers", "catalog_uri", "catalog_name", "warehouse", "connect_url"} <= raw.keys()
         info = StackInfo.model_validate(raw)
-        assert set(info.pids) == {"broker", "catalog", "connect"} and all(pid_alive(p) for p in info.pids.values())
+        assert set(info.pids) == {"broker", "catalog", "connect", "schema-registry"}
+        assert all(pid_alive(p) for p in info.pids.values())
         assert broker_ready(info.bootstrap_servers)
         assert requests.get(info.catalog_uri + "/v1/config", timeout=5).status_code == 200
         # The Kafka Connect REST API, on the pinned port.
         assert info.connect_url == f"http://127.0.0.1:{connect_port}" and info.connect_url in up.stdout
         assert requests.get(info.connect_url + "/connectors", timeout=5).json() == []
+        # The schema registry, with Confluent's API.
+        assert info.schema_registry_url and info.schema_registry_url in up.stdout
+        assert requests.get(info.schema_registry_url + "/subjects", timeout=5).json() == []
+        schema = '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'
+        schema_id = RegistryClient(info.schema_registry_url).register("r-value", schema)
 
         again = sinklab("stack", "up", "--workdir", str(workdir))
         assert again.returncode == 1 and "already running" in again.stderr
@@ -46,6 +53,14 @@ def test_stack_up_status_down(tmp_path: Path) -> None:
         assert down.returncode == 0, down.stderr
         assert not any(pid_alive(p) for p in info.pids.values())
         assert sinklab("stack", "status", "--workdir", str(workdir)).returncode == 3
+
+        # Up again without the flag: the registry comes back, its schemas (an H2 file in the workdir) with it.
+        back = sinklab("stack", "up", "--workdir", str(workdir))
+        assert back.returncode == 0, back.stderr
+        info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+        assert "schema-registry" in info.pids and info.schema_registry_url
+        assert RegistryClient(info.schema_registry_url).schema(schema_id) == schema
+        assert sinklab("stack", "down", "--workdir", str(workdir)).returncode == 0
     finally:
         if info is not None:
             from sinklab.stack import stop_recorded

@@ -18,6 +18,7 @@ import pytest
 
 from sinklab.stack import Stack, jars
 from sinklab.stack import compose as c
+from sinklab.stack.registry_build import APICURIO_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / c.COMPOSE_FILE
@@ -90,7 +91,8 @@ def published(service: dict[str, Any]) -> dict[int, tuple[str, int]]:
 
 def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> None:
     services = model["services"]
-    assert set(services) == {"kafka", "minio", "minio-init", "rest", "spark-master", "spark-worker", "jupyter"}
+    assert set(services) == {"kafka", "minio", "minio-init", "rest", "schema-registry", "spark-master",
+                             "spark-worker", "jupyter"}
 
     # Published on loopback, on the ports Stack.compose() dials from the host.
     for name, port in c.HOST_PORTS.items():
@@ -122,6 +124,13 @@ def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> Non
     assert rest["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
     assert c.INSIDE.catalog_uri == "http://rest:8181" and published(rest)[8181] == ("127.0.0.1", 8181)
 
+    registry = services["schema-registry"]
+    # The registry the embedded stack builds, at its version, its schemas kept in the stack's Kafka.
+    assert registry["image"] == f"apicurio/apicurio-registry-kafkasql:{APICURIO_VERSION}"
+    assert registry["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == c.INSIDE.bootstrap_servers
+    assert c.INSIDE.schema_registry_url == f"http://schema-registry:8080{c.CCOMPAT_PATH}"
+    assert published(registry)[8080] == ("127.0.0.1", c.HOST_PORTS["schema-registry"])
+
     master = services["spark-master"]["command"]
     assert c.INSIDE.spark_master == f"spark://spark-master:{master[master.index('--port') + 1]}"
     assert c.INSIDE.spark_master in services["spark-worker"]["command"]
@@ -132,7 +141,8 @@ def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> Non
     assert (str(ROOT / "notebooks"), "/home/sinklab/notebooks") in mounts
     assert (str(ROOT / "sinklab"), "/opt/sinklab/sinklab") in mounts
     assert {d: v["condition"] for d, v in jupyter["depends_on"].items()} == {
-        "kafka": "service_healthy", "rest": "service_healthy", "spark-worker": "service_healthy"}
+        "kafka": "service_healthy", "rest": "service_healthy", "schema-registry": "service_healthy",
+        "spark-worker": "service_healthy"}
 
     # Spark and JupyterLab run sinklab's image, built from this checkout.
     for name in ("spark-master", "spark-worker", "jupyter"):
@@ -164,15 +174,16 @@ def test_stack_compose_connects_with_those_addresses() -> None:
 
 def test_probes_name_what_does_not_answer(stack: Stack) -> None:
     # Real servers: the embedded broker and catalog answer; the catalog is no MinIO (404 on its
-    # health path), and nothing listens on a closed port.
+    # health path) and no schema registry, and nothing listens on a closed port.
     from sinklab.stack.process import free_port
 
     closed = f"http://127.0.0.1:{free_port()}"
-    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, stack.info.catalog_uri, stack.info.catalog_uri, "local[*]")
-    assert c.unreachable(endpoints) == [f"MinIO at {stack.info.catalog_uri}: not ready"]
-    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, closed, stack.info.catalog_uri, "local[*]")
+    catalog = stack.info.catalog_uri
+    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, catalog, catalog, "local[*]", catalog)
+    assert c.unreachable(endpoints) == [f"MinIO at {catalog}: not ready", f"schema registry at {catalog}: not ready"]
+    endpoints = c.ComposeEndpoints(stack.bootstrap_servers, closed, catalog, "local[*]", catalog)
     problems = c.unreachable(endpoints)
-    assert problems[0] == f"Iceberg REST catalog at {closed}: Connection refused" and len(problems) == 2
+    assert problems[0] == f"Iceberg REST catalog at {closed}: Connection refused" and len(problems) == 3
 
 
 def test_cli_stack_up_compose_without_the_stack_is_a_clear_error(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
      "iceberg.control.commit.interval-ms"),
     ({"topics": "a", "iceberg.tables": "ns.t", "iceberg.tables.auto-create-enabled": "yes"},
      "iceberg.tables.auto-create-enabled"),
-    ({"topics": "a", "iceberg.tables": "ns.t", "value.converter": "io.confluent.connect.avro.AvroConverter"},
+    ({"topics": "a", "iceberg.tables": "ns.t", "value.converter": "io.confluent.connect.protobuf.ProtobufConverter"},
      "value.converter"),
     ({"topics.regex": "logs.[", "iceberg.tables": "ns.t"}, "topics.regex"),
     ({"topics": "a", "iceberg.tables": "ns.t", "errors.tolerance": "some"}, "errors.tolerance"),

@@ -119,8 +119,13 @@ class Generator:
     def produce(self, stack: Stack, topic: str, count: int | None = None,
                 rate: float | RateSpec | Mapping[str, Any] | None = None, *, partitions: int = 6,
                 daily_topics: bool | None = None, create_topics: bool = True,
-                producer_config: Mapping[str, Any] | None = None, clock: Clock | None = None) -> Production:
+                producer_config: Mapping[str, Any] | None = None, clock: Clock | None = None,
+                format: str = "json", registry_url: str | None = None,
+                subject_strategy: str = "TopicNameStrategy") -> Production:
         """Produce in the background; returns a handle (``.wait()``, ``.stop()``, delivered counts).
+
+        ``format="avro"`` produces Confluent-framed Avro, each drift stage's schema registered (under
+        ``subject_strategy``) in the schema registry at ``registry_url``, by default the stack's.
 
         `count` and `rate` default to the spec's (None: until ``.stop()``; as fast as possible).
         With daily topics the events go to ``{topic}.YYYYMMDD`` by their event time (the spec's
@@ -132,8 +137,20 @@ class Generator:
         count = count if count is not None else self.spec.count
         daily = self.spec.daily_topics if daily_topics is None else daily_topics
         schedule = rate_schedule(rate if rate is not None else self.spec.rate)
+        records = self.records(count, timed=daily and self._has_time())
+        if format == "avro":
+            from sinklab.generators.avro import avro_records
+            from sinklab.sink.avro import RegistryClient
+
+            url = registry_url or stack.info.schema_registry_url
+            if not url:
+                raise ValueError("format='avro' needs a schema registry: give registry_url, or start the stack's "
+                                 "(`sinklab stack up --schema-registry`, Stack.start_schema_registry())")
+            records = avro_records(self, records, RegistryClient(url), topic, subject_strategy)
+        elif format != "json":
+            raise ValueError(f"format: expected json or avro, got {format!r}")
         return produce_records(
-            stack, topic, self.records(count, timed=daily and self._has_time()), count=count, schedule=schedule,
+            stack, topic, records, count=count, schedule=schedule,
             name=self.spec.name, partitions=partitions, daily=daily, create_topics=create_topics,
             producer_config=producer_config, clock=clock)
 

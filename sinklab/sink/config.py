@@ -11,13 +11,13 @@ from pydantic import BaseModel, Field
 
 from sinklab.maintenance.policy import PREFIX as MAINTENANCE_PREFIX
 from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
+from sinklab.sink.avro import AVRO_CONVERTER, AvroSettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
 
 # Keys that only mean something inside Kafka Connect: accepted, reported, not used.
 CONNECT_ONLY = {
     "connector.class": "sinklab is the connector",
     "tasks.max": "Spark decides read parallelism from the partitions and cores",
-    "key.converter": "keys are read as bytes",
     "key.converter.schemas.enable": "keys are read as bytes",
     "header.converter": "headers are kept as bytes",
     "errors.retry.timeout": "Spark retries failed tasks itself",
@@ -29,6 +29,8 @@ CONNECT_ONLY = {
     "consumer.override.auto.offset.reset": None,  # mapped, see below
 }
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
+# Confluent's JSON Schema converter frames JSON like Avro (magic byte, schema id); not read here.
+JSON_SCHEMA_CONVERTER = "io.confluent.connect.json.JsonSchemaConverter"
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 # Connection keys the stack's catalog replaces when a sink runs on a stack.
 CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s3.endpoint", "s3.access-key-id",
@@ -118,6 +120,8 @@ class SinkConfig(BaseModel):
     group_id: str = ""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     schemas_enable: bool = False
+    # value.converter=AvroConverter: its registry settings (the URL may come from the stack).
+    avro: AvroSettings | None = None
     errors_tolerance: Literal["none", "all"] = "none"
     dlq_topic: str | None = None
     dlq_context_headers: bool = False
@@ -126,6 +130,11 @@ class SinkConfig(BaseModel):
     transforms: list[Transform] = Field(default_factory=list)
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def typed_values(self) -> bool:
+        """Whether each value brings its schema (Connect's envelope, or an Avro writer schema)."""
+        return self.schemas_enable or self.avro is not None
 
     def table_branch(self, table: str) -> str:
         return self.commit_branch.get(table, self.default_commit_branch)
@@ -272,6 +281,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     kafka_props: dict[str, str] = {}
     value_converter: str | None = None
     schemas_enable: bool | None = None
+    converter_props: dict[str, dict[str, str]] = {"value": {}, "key": {}}
 
     for key, value in conf.items():
         if key == "name":
@@ -348,6 +358,16 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             value_converter = str(value)
         elif key == "value.converter.schemas.enable":
             schemas_enable = _bool(key, value)
+        elif key.startswith(("value.converter.", "key.converter.")) or key in ("value.subject.name.strategy",
+                                                                             "key.subject.name.strategy"):
+            side, _, prop = key.partition(".")
+            converter_props[side][prop.removeprefix("converter.")] = str(value)
+        elif key == "key.converter":
+            if str(value) == AVRO_CONVERTER:
+                notes.append("key.converter: Avro keys are accepted and kept as bytes (sinklab reads keys only "
+                             "for tombstone ids, as JSON)")
+            else:
+                notes.append(f"{key}: accepted, not used (keys are read as bytes)")
         elif key == "errors.tolerance":
             if str(value) not in ("none", "all"):
                 raise ConfigError(f"errors.tolerance: expected none or all, got {value!r}")
@@ -368,11 +388,19 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
         else:
             notes.append(f"unknown key {key!r} ignored")
 
-    if value_converter is not None and value_converter not in JSON_CONVERTERS | STRING_CONVERTERS:
-        raise ConfigError(f"value.converter: sinklab reads JSON values; {value_converter!r} is not supported "
-                          f"(use {sorted(JSON_CONVERTERS)[0]})")
+    if value_converter == JSON_SCHEMA_CONVERTER:
+        raise ConfigError(f"value.converter: {JSON_SCHEMA_CONVERTER} is not supported: sinklab reads JSON "
+                          f"(org.apache.kafka.connect.json.JsonConverter) and Avro ({AVRO_CONVERTER})")
+    if value_converter is not None and value_converter not in JSON_CONVERTERS | STRING_CONVERTERS | {AVRO_CONVERTER}:
+        raise ConfigError(f"value.converter: sinklab reads JSON or Avro values; {value_converter!r} is not "
+                          f"supported (use {sorted(JSON_CONVERTERS)[0]} or {AVRO_CONVERTER})")
+    out["avro"] = _avro(converter_props["value"], notes) if value_converter == AVRO_CONVERTER else None
+    for prop in converter_props["value"] if value_converter != AVRO_CONVERTER else []:
+        notes.append(f"value.converter.{prop}: ignored (value.converter is not {AVRO_CONVERTER})")
+    for prop in converter_props["key"]:
+        notes.append(f"key.converter.{prop}: accepted, not used (keys are read as bytes)")
     # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
-    if schemas_enable is None:
+    if schemas_enable is None or value_converter == AVRO_CONVERTER:
         schemas_enable = value_converter in JSON_CONVERTERS
         if value_converter in JSON_CONVERTERS:
             notes.append("value.converter.schemas.enable not set: JsonConverter's default (true) applies")
@@ -392,6 +420,41 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     config = SinkConfig(**out)
     _validate(config)
     return config
+
+
+def _avro(props: dict[str, str], notes: list[str]) -> AvroSettings:
+    """AvroConverter's registry settings: ``schema.registry.url``, ``basic.auth.*``, the subject strategy."""
+    settings = AvroSettings()
+    source = "URL"
+    for prop, value in props.items():
+        key = f"value.converter.{prop}" if prop not in ("subject.name.strategy",) else "value.subject.name.strategy"
+        if prop == "schema.registry.url":
+            if not value.startswith(("http://", "https://")):
+                raise ConfigError(f"{key}: expected an http(s) URL, got {value!r}")
+            # Confluent's clients take a comma-separated list; one registry answers for all of them.
+            settings.registry_url = value.split(",")[0].strip()
+        elif prop in ("basic.auth.credentials.source", "schema.registry.basic.auth.credentials.source"):
+            if value not in ("USER_INFO", "URL"):
+                raise ConfigError(f"{key}: expected USER_INFO or URL, got {value!r}")
+            source = value
+        elif prop in ("basic.auth.user.info", "schema.registry.basic.auth.user.info"):
+            if ":" not in value:
+                raise ConfigError(f"{key}: expected user:password")
+            settings.user_info = value
+        elif prop in ("value.subject.name.strategy", "subject.name.strategy"):
+            try:
+                settings.subject_strategy = strategy_name(key, value)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        elif prop == "schemas.enable":
+            notes.append(f"{key}: ignored (Avro values always carry their schema id)")
+        else:
+            notes.append(f"{key}: unknown AvroConverter setting, ignored")
+    if source == "USER_INFO" and settings.user_info is None:
+        raise ConfigError("value.converter.basic.auth.user.info: basic.auth.credentials.source=USER_INFO needs it")
+    if source == "URL":
+        settings.user_info = None  # credentials, if any, are in the URL
+    return settings
 
 
 def _validate(config: SinkConfig) -> None:

@@ -27,6 +27,7 @@ from sinklab.sink.errors import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sinklab.sink.avro import AvroDecoder
     from sinklab.sink.transforms import Transform
 
 ERROR = "_sinklab_error"
@@ -34,6 +35,7 @@ ROUTE = "_sinklab_route"
 OP = "_sinklab_op"
 PARSED = "_sinklab_parsed"
 PAYLOAD = "_payload"
+SCHEMA_ID = "_sinklab_schema_id"
 META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
@@ -143,7 +145,8 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 
 
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
-            cdc_field: str | None = None, tombstone_ids: list[str] | None = None) -> DataFrame:
+            cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
+            avro: AvroDecoder | None = None) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -153,7 +156,16 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     When the payload is the value's text as it came (no envelope, transform or tombstone ids),
     PAYLOAD is left out and ``with_payload`` adds it: a cache of this frame then holds each
     record's text once, not twice (measured: 0.7 s per million records to build).
+
+    With ``avro`` the values are Confluent-framed Avro: the payload is each record decoded to JSON
+    text, its schema the Connect schema of its writer schema, and the column SCHEMA_ID its id.
     """
+    extra: list[Column] = []
+    if avro is not None:
+        payload, schema, shape, schema_id = avro.columns()
+        extra.append(schema_id.alias(SCHEMA_ID))
+        return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
+                       extra)
     text = F.decode(F.col("value"), "UTF-8")
     # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
     undecodable = F.encode(text, "UTF-8") != F.col("value")
@@ -174,6 +186,13 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     first_char = F.substring(F.ltrim(payload), 1, 1)
     shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
         F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
+    as_came = not schemas_enable and not transforms and tombstone_ids is None
+    return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra)
+
+
+def _finish(raw_df: DataFrame, payload: Column, schema: Column, shape: Column, transforms: list[Transform],
+            route_field: str | None, cdc_field: str | None, tombstone_ids: list[str] | None, as_came: bool,
+            extra: list[Column]) -> DataFrame:
     tombstone = F.col("value").isNull()
     if tombstone_ids is not None:
         key = F.decode(F.col("key"), "UTF-8")
@@ -185,9 +204,8 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         shape = F.when(tombstone, F.when(by_key.isNull(), F.lit(
             f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none")
         )).otherwise(shape)
-    as_came = not schemas_enable and not transforms and tombstone_ids is None
     out = raw_df.select(*META, "key", "value", "headers", *([] if as_came else [payload.alias(PAYLOAD)]),
-                        schema.alias("_schema"), shape.alias(ERROR))
+                        schema.alias("_schema"), shape.alias(ERROR), *extra)
     if transforms:
         from sinklab.sink.transforms import apply_in_spark
 

@@ -19,8 +19,20 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
+from sinklab.sink.avro import AvroDecoder, RegistryClient
 from sinklab.sink.config import ConfigError, SinkConfig
-from sinklab.sink.convert import ERROR, META, OP, ROUTE, BadRows, prepare, to_rows, with_operation, with_payload
+from sinklab.sink.convert import (
+    ERROR,
+    META,
+    OP,
+    ROUTE,
+    SCHEMA_ID,
+    BadRows,
+    prepare,
+    to_rows,
+    with_operation,
+    with_payload,
+)
 from sinklab.sink.errors import (
     NO_TABLE,
     CommitTimeout,
@@ -61,7 +73,7 @@ from sinklab.sink.write import (
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from sinklab.maintenance.operations import Report
 
@@ -148,6 +160,7 @@ class Coordinator:
             self._ensure_topic(config.dlq_topic)
         self._recovered: set[str] = set()
         self.last_plan: Plan | None = None
+        self.avro = _avro_decoder(config)
 
     def close(self) -> None:
         self.group.close()
@@ -203,6 +216,21 @@ class Coordinator:
         self.last_plan = plan
         return plan
 
+    def _prepare(self, raw: DataFrame) -> DataFrame:
+        # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
+        # once (caching the raw records too cost a second cache and a job).
+        return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                       self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
+                       self.avro).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
+        """Per partition: records, newest timestamp, tombstones, bad records (and Avro schema ids)."""
+        ids = [F.collect_set(SCHEMA_ID).alias("ids")] if self.avro is not None else []
+        return {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
+            F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
+            F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
+            F.count(F.col(ERROR)).alias("bad"), *ids).collect()}
+
     def lag(self) -> dict[str, int]:
         plan = self.last_plan
         if plan is None:
@@ -217,22 +245,24 @@ class Coordinator:
         if not plan.ranges:
             return None
         commit_id = events.new_commit_id()
+        if self.avro is not None:
+            self.avro.prime({r.topic for r in plan.ranges})
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
-        # once (caching the raw records too cost a second cache and a job). Tombstones go through prepare to
-        # be counted; unless row-level tables take them as deletes, they are dropped right after.
-        prepared = prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
-                           self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None
-                           ).persist(StorageLevel.MEMORY_AND_DISK)
+        # Tombstones go through prepare to be counted; unless row-level tables take them as deletes, they
+        # are dropped right after.
+        prepared = self._prepare(raw)
         staged: dict[str, Staged] = {}
         published: dict[str, Staged] = {}
         in_txn = False
         try:
-            stats = {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
-                F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
-                F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                F.count(F.col(ERROR)).alias("bad")).collect()}
+            stats = self._stats(prepared)
+            if self.avro is not None and self.avro.learn({i for s in stats.values() for i in s.ids}):
+                # Writer schemas new to this sink: the records are prepared again, now decodable. Once per
+                # new schema id; a cycle of known ids finds them in the stats job it runs anyway.
+                prepared.unpersist()
+                prepared = self._prepare(raw)
+                stats = self._stats(prepared)
             # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
             read = int(sum(s.n for s in stats.values()))
             counters = {"records": read, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
@@ -379,7 +409,7 @@ class Coordinator:
         target = f"{self.config.catalog_name}.{quote(state.name)}"
         schema = self.spark.table(target).schema
         if self.config.evolve_schema and evolve(self.spark, self.config.catalog_name, state.name, schema, records,
-                                                self.config.schemas_enable, self.config.schema_case_insensitive,
+                                                self.config.typed_values, self.config.schema_case_insensitive,
                                                 self.config.schema_force_optional):
             schema = self.spark.table(target).schema
             state = self._load(state.name)
@@ -437,7 +467,7 @@ class Coordinator:
         return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
-        schema = infer_schema(self.spark, records, self.config.schemas_enable)
+        schema = infer_schema(self.spark, records, self.config.typed_values)
         if not schema.fields:
             raise TableMissing(f"table {name}: cannot create it from records with no fields")
         if self.config.schema_force_optional:
@@ -543,3 +573,10 @@ class Coordinator:
             f"cycle again, and each table's recorded sinklab.offsets keep what it already holds from landing twice")
 
 
+def _avro_decoder(config: SinkConfig) -> AvroDecoder | None:
+    if config.avro is None:
+        return None
+    if not config.avro.registry_url:
+        raise ConfigError("value.converter.schema.registry.url: AvroConverter needs the schema registry's URL "
+                          "(or a stack with one: `sinklab stack up --schema-registry`)")
+    return AvroDecoder(RegistryClient(config.avro.registry_url, config.avro.user_info), config.avro.subject_strategy)

@@ -66,6 +66,11 @@ class IcebergSink:
             if ignored:
                 log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
                          ", iceberg.catalog.".join(ignored))
+            avro, stack_registry = self.config.avro, self.stack.info.schema_registry_url
+            if avro is not None and not avro.registry_url and stack_registry:
+                avro.registry_url = stack_registry
+                log.info("config: value.converter.schema.registry.url not set: the stack's registry %s",
+                         self.stack.info.schema_registry_url)
             # The sink's own session: its staging settings must never leak into the user's queries.
             self.stack.register_spark_catalog(self.config.catalog_name)
             spark = self.stack.spark.newSession()

@@ -176,6 +176,8 @@ def _connect_type(schema: dict[str, Any], path: str) -> T.DataType:
     logical = schema.get("name")
     if logical == "org.apache.kafka.connect.data.Timestamp":
         return T.TimestampType()
+    if logical == "sinklab.LocalTimestamp":  # Avro's local-timestamp-*: no zone (sink/avro.py)
+        return T.TimestampNTZType()
     if logical == "org.apache.kafka.connect.data.Date":
         return T.DateType()
     if logical == "org.apache.kafka.connect.data.Time":

@@ -20,7 +20,9 @@ S3_SECRET_KEY = "password"
 S3_REGION = "us-east-1"
 
 # Service -> port published on the host's 127.0.0.1.
-HOST_PORTS = {"kafka": 9092, "minio": 9000, "rest": 8181, "spark-master": 8080, "jupyter": 8888}
+HOST_PORTS = {"kafka": 9092, "minio": 9000, "rest": 8181, "spark-master": 8080, "jupyter": 8888,
+              "schema-registry": 8081}
+CCOMPAT_PATH = "/apis/ccompat/v6"  # Apicurio Registry's Confluent-compatible API
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class ComposeEndpoints:
     catalog_uri: str
     s3_endpoint: str
     spark_master: str
+    schema_registry_url: str
 
 
 ON_HOST = ComposeEndpoints(
@@ -37,12 +40,14 @@ ON_HOST = ComposeEndpoints(
     s3_endpoint=f"http://127.0.0.1:{HOST_PORTS['minio']}",
     # The cluster's executors could not reach a driver on the host; the host runs Spark itself.
     spark_master="local[*]",
+    schema_registry_url=f"http://127.0.0.1:{HOST_PORTS['schema-registry']}{CCOMPAT_PATH}",
 )
 INSIDE = ComposeEndpoints(
     bootstrap_servers="kafka:19092",
     catalog_uri="http://rest:8181",
     s3_endpoint="http://minio:9000",
     spark_master="spark://spark-master:7077",
+    schema_registry_url=f"http://schema-registry:8080{CCOMPAT_PATH}",
 )
 
 
@@ -76,6 +81,9 @@ def unreachable(endpoints: ComposeEndpoints, timeout: float = 3) -> list[str]:
         f"MinIO at {endpoints.s3_endpoint}": (
             endpoints.s3_endpoint,
             lambda: requests.get(endpoints.s3_endpoint + "/minio/health/live", timeout=timeout).ok),
+        f"schema registry at {endpoints.schema_registry_url}": (
+            endpoints.schema_registry_url,
+            lambda: requests.get(endpoints.schema_registry_url + "/subjects", timeout=timeout).ok),
     }
     problems = []
     for name, (address, probe) in probes.items():

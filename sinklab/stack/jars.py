@@ -66,7 +66,6 @@ SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCAL
                                    f"{SPARK_KAFKA_VERSION}",
                                    "org.apache.kafka:kafka-clients:3.4.1",
                                    "org.apache.commons:commons-pool2:2.11.1"), transitive=False)
-PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3, SPARK_KAFKA)}
 
 # The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink in a standalone Connect worker.
 # Its runtime zip is not on Maven Central, so its classpath is assembled here: the sink (which brings
@@ -94,8 +93,15 @@ JAVA_SINK = Part("iceberg-connect", (
     # Logging bindings other than log4j2's, which would compete for slf4j.
     "org.slf4j:slf4j-log4j12", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:*",
 ))
+# Quarkus's bootstrap, at the Quarkus version Apicurio Registry 2.4.2 is built on: it resolves the registry
+# with Maven's resolver and makes its runnable jar (registry_build.py), once, when a stack first starts one.
+QUARKUS_BOOTSTRAP = Part("quarkus-bootstrap", ("io.quarkus:quarkus-bootstrap-core:2.16.4.Final",
+                                               "io.quarkus:quarkus-bootstrap-maven-resolver:2.16.4.Final"))
+# Spark's Avro functions (from_avro) for Avro converters, at pyspark's own version; pyspark's jars hold Avro.
+SPARK_AVRO = Part("spark-avro", (f"org.apache.spark:spark-avro_{SCALA_VERSION}:3.5.9",), transitive=False)
+PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3, SPARK_KAFKA, SPARK_AVRO)}
 # Parts fetched only on demand, by name (`sinklab jars fetch <part>`, `jars(<name>)`).
-BENCH_PARTS = {p.name: p for p in (JAVA_SINK,)}
+BENCH_PARTS = {p.name: p for p in (JAVA_SINK, QUARKUS_BOOTSTRAP)}
 
 
 def cache_dir() -> Path:

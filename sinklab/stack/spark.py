@@ -76,13 +76,14 @@ def catalog_conf(name: str, uri: str, warehouse: str, token: str | None = None,
 def spark_jars(settings: SparkSettings, s3: bool = False) -> dict[str, str]:
     """``spark.jars`` / ``spark.jars.packages`` for the session, by the rules in ``SparkSettings``.
 
-    Spark's Kafka source, which the sink reads with, joins by the same rule as the S3 bundle: from
-    ``packages`` when those are the source, else sinklab's pinned jars; never twice."""
+    Spark's Kafka source, which the sink reads with, and Spark's Avro functions join by the same rule
+    as the S3 bundle: from ``packages`` when those are the source, else sinklab's pinned jars; never twice."""
     paths = list(settings.jars)
     packages = list(settings.packages)
     if not paths and not packages:
         paths = [str(j) for j in jars.jars(jars.SPARK_ICEBERG)]
     _add_part(paths, packages, jars.SPARK_KAFKA, "spark-sql-kafka-0-10", [], bool(settings.jars))
+    _add_part(paths, packages, jars.SPARK_AVRO, "spark-avro", [], bool(settings.jars))
     if s3:
         _add_part(paths, packages, jars.SPARK_S3, "iceberg-aws-bundle", settings.s3_jars, bool(settings.jars))
     conf = {}

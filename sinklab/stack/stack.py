@@ -15,6 +15,7 @@ from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
 from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_leader_first, stop_pid
+from sinklab.stack.registry import EmbeddedRegistry
 from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import S3_FILE_IO, SparkSettings, build_spark, catalog_conf, is_s3_location, stop_spark
 
@@ -48,6 +49,8 @@ class StackInfo(BaseModel):
     storage: Literal["local", "s3"] = "local"
     # The Kafka Connect REST API of the stack (sinklab.connect), when one runs.
     connect_url: str | None = None
+    # The Confluent-compatible schema registry (Avro converters' schema.registry.url), when one runs.
+    schema_registry_url: str | None = None
 
 
 class Stack:
@@ -64,6 +67,7 @@ class Stack:
         self._catalog_server: EmbeddedCatalog | None = None
         self._s3: EmbeddedS3 | None = None
         self._connect: EmbeddedConnect | None = None
+        self._registry: EmbeddedRegistry | None = None
         self._owned_workdir: Path | None = None
         self._spark: SparkSession | None = None
         self._catalog: RestCatalog | None = None
@@ -82,6 +86,7 @@ class Stack:
         resume: StackInfo | None = None,
         connect: bool = True,
         connect_port: int | None = None,
+        schema_registry: bool = False,
     ) -> Stack:
         """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use).
 
@@ -147,6 +152,11 @@ class Stack:
         )
         if connect_server is None and resume is not None and "connect" in running:
             info.connect_url = resume.connect_url  # kept running, though this object does not manage it
+        if resume is not None and "schema-registry" in running:
+            info.ports["schema-registry"] = resume.ports["schema-registry"]
+            info.schema_registry_url = resume.schema_registry_url
+        elif schema_registry and "schema-registry" in ports:
+            info.ports["schema-registry"] = ports["schema-registry"]  # started again on its old port
         stack = cls(info, spark)
         stack._owned_workdir = owned
         try:
@@ -168,6 +178,8 @@ class Stack:
                 stack._connect = connect_server
                 connect_server.start(stack.info)
                 stack.info.pids["connect"] = connect_server.process.pid or 0
+            if schema_registry:
+                stack.start_schema_registry()
         except BaseException:
             stack.close()
             raise
@@ -234,6 +246,7 @@ class Stack:
             spark=settings,
         )
         stack.info.kind = "compose"
+        stack.info.schema_registry_url = endpoints.schema_registry_url
         return stack
 
     @classmethod
@@ -245,6 +258,26 @@ class Stack:
         info = StackInfo.model_validate_json(path.read_text())
         info = info.model_copy(update={"pids": {}})
         return cls(info, spark or SparkSettings(master=info.spark_master))
+
+    def start_schema_registry(self) -> str:
+        """Start the embedded schema registry (Apicurio Registry, its schemas in the workdir) unless it
+        runs; return its Confluent-compatible URL, also in ``info.schema_registry_url``.
+
+        Not started by default: its jar is built from Maven Central on first use (about a minute,
+        ~130 MB) and it takes ~5 s and ~250 MB, which sinks of JSON topics do not need.
+        """
+        if self.info.schema_registry_url and (self._registry is not None or _answers(self.info.schema_registry_url)):
+            return self.info.schema_registry_url  # this object's, or another process's (Stack.from_file)
+        if self.workdir is None or self.info.kind != "embedded":
+            raise ProcessError("only an embedded stack starts a schema registry; give an external one's URL in the "
+                               "converter's schema.registry.url")
+        registry = EmbeddedRegistry(self.workdir, port=self.info.ports.get("schema-registry"))
+        self._registry = registry
+        registry.start()
+        self.info.pids["schema-registry"] = registry.process.pid or 0
+        self.info.ports["schema-registry"] = registry.port
+        self.info.schema_registry_url = registry.url
+        return registry.url
 
     # ---- lifecycle
     def __enter__(self) -> Stack:
@@ -261,14 +294,14 @@ class Stack:
         except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
             errors.append(exc)
         # The Connect server first: its sinks finish their cycle while broker and catalog still answer.
-        for proc in (self._connect, self._catalog_server, self._s3, self._broker):
+        for proc in (self._connect, self._registry, self._catalog_server, self._s3, self._broker):
             if proc is None:
                 continue
             try:
                 proc.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
-        self._connect = self._catalog_server = self._s3 = self._broker = None
+        self._connect = self._registry = self._catalog_server = self._s3 = self._broker = None
         if self._owned_workdir is not None:
             shutil.rmtree(self._owned_workdir, ignore_errors=True)
             self._owned_workdir = None
@@ -288,7 +321,7 @@ class Stack:
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
-        self._broker = self._catalog_server = self._s3 = self._connect = None
+        self._broker = self._catalog_server = self._s3 = self._connect = self._registry = None
         self._owned_workdir = None
         return self.info
 
@@ -412,6 +445,15 @@ def stop_recorded(info: StackInfo) -> list[str]:
             stop_pid(pid, timeout=15)
         stopped.append(name)
     return stopped
+
+
+def _answers(registry_url: str) -> bool:
+    import requests
+
+    try:
+        return requests.get(f"{registry_url}/subjects", timeout=2).ok
+    except requests.RequestException:
+        return False
 
 
 def _cmdline(pid: int) -> str:

@@ -1,0 +1,109 @@
+"""Avro with a schema registry, end to end: a real broker, the stack's real registry, real Spark."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import fastavro
+import pytest
+from confluent_kafka import Producer
+from helpers import sink_config
+from test_bad_records import dead_letters
+
+from sinklab.generators import Generator
+from sinklab.sink import IcebergSink
+from sinklab.sink.avro import AVRO_CONVERTER, RegistryClient
+from sinklab.stack import Stack
+
+pytestmark = pytest.mark.spark
+
+
+def avro_config(unique: str, **extra: str) -> dict:
+    config = sink_config(unique, **{"value.converter": AVRO_CONVERTER, "iceberg.tables.evolve-schema-enabled": "true",
+                                    **extra})
+    del config["config"]["value.converter.schemas.enable"]
+    return config
+
+
+def test_avro_pizzas_land_typed_exactly_once_and_a_new_version_adds_its_column(
+        stack: Stack, schema_registry: str, unique: str) -> None:
+    first = Generator("pizzas", seed=11).produce(stack, unique, count=120, partitions=2, format="avro").wait()
+    # The producer's next schema version adds a field (optional, so the subject stays backward compatible).
+    drift = Generator("pizzas", seed=12, drift=[{"after": 0, "add": {"tip": {"kind": "float", "max": 5}}}])
+    registry = RegistryClient(schema_registry)
+    sink = IcebergSink(stack, avro_config(unique, **{"value.converter.schema.registry.url": schema_registry}))
+    try:
+        assert sink.run_once() is not None
+        table = stack.spark.table(f"sinklab.{unique}.pizzas")
+        types = {f.name: f.dataType.simpleString() for f in table.schema.fields}
+        # Auto-created from the registry's schema: Avro int -> int, timestamp-millis -> timestamp, uuid -> string.
+        assert types == {"order_id": "string", "store_id": "int", "sauce": "string", "cheese": "string",
+                         "meats": "string", "veggies": "string", "date_ordered": "timestamp"}
+        assert not [f for f in table.schema.fields if f.nullable]  # required in Avro, required in Iceberg
+
+        second = drift.produce(stack, unique, count=80, partitions=2, format="avro").wait()
+        assert registry.versions(f"{unique}-value") == [1, 2]
+        assert sink.run_once() is not None
+        assert sink.run_once() is None  # nothing new: nothing written twice
+    finally:
+        sink.stop()
+    rows = stack.spark.table(f"sinklab.{unique}.pizzas")
+    assert dict(rows.dtypes)["tip"] == "double"
+    assert rows.count() == first.delivered + second.delivered == 200
+    assert rows.select("order_id").distinct().count() == 200
+    assert rows.where("tip IS NULL").count() == 120 and rows.where("tip IS NOT NULL").count() == 80
+    expected = next(iter(Generator("pizzas", seed=11).events(1)))
+    got = rows.where(f"order_id = '{expected['order_id']}'").first()
+    assert got.store_id == expected["store_id"] and got.sauce == expected["sauce"]
+    assert got.date_ordered.strftime("%Y-%m-%d %H:%M:%S") == expected["date_ordered"]
+
+
+def test_unknown_schema_id_and_unframed_bytes_are_dead_lettered_with_their_context(
+        stack: Stack, schema_registry: str, unique: str) -> None:
+    schema = {"type": "record", "name": "Order", "namespace": "t", "fields": [
+        {"name": "id", "type": "long"}, {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal",
+                                                                     "precision": 9, "scale": 2}}]}
+    registry = RegistryClient(schema_registry)
+    schema_id = registry.register(f"{unique}-value", schema)
+    parsed = fastavro.parse_schema(schema)
+
+    def framed(sid: int, record: dict) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        return struct.pack(">bI", 0, sid) + buf.getvalue()
+
+    from decimal import Decimal
+
+    unknown_id = 2**31 - 7  # never handed out by the registry
+    values = [framed(schema_id, {"id": 1, "amount": Decimal("12.34")}),
+              framed(unknown_id, {"id": 2, "amount": Decimal("1.00")}),
+              json.dumps({"id": 3}).encode(),
+              framed(schema_id, {"id": 4, "amount": Decimal("-0.50")})]
+    stack.create_topic(unique)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    for i, value in enumerate(values):
+        producer.produce(unique, value, f"k{i}".encode())
+    assert producer.flush(30) == 0
+    dlq = f"{unique}-dlq"
+    sink = IcebergSink(stack, avro_config(unique, **{
+        "value.converter.schema.registry.url": schema_registry, "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true"}))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["undecodable"] == 2
+    rows = stack.spark.table(f"sinklab.{unique}.pizzas").orderBy("id").collect()
+    assert [(r.id, r.amount) for r in rows] == [(1, Decimal("12.34")), (4, Decimal("-0.50"))]
+    letters = {int(x["headers"]["__connect.errors.offset"]): x for x in dead_letters(stack, dlq)}
+    assert sorted(letters) == [1, 2]
+    unknown = letters[1]["headers"]
+    assert unknown["__connect.errors.topic"] == unique.encode() and unknown["__connect.errors.partition"] == b"0"
+    assert f"schema id {unknown_id} is not in the schema registry" in unknown["__connect.errors.exception.message"
+                                                                             ].decode()
+    assert letters[1]["value"] == values[1] and letters[1]["key"] == b"k1"  # as it came
+    assert "not Avro in Confluent's wire format" in letters[2]["headers"]["__connect.errors.exception.message"
+                                                                          ].decode()
+
