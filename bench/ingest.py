@@ -313,8 +313,9 @@ def naive_pyiceberg(stack: Stack, topic: str, table: Table, interval_s: float) -
 
 # ---- sinklab
 
-def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, avro: bool = False) -> dict[str, Any]:
-    config: dict[str, Any] = {
+def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, avro: bool = False,
+                **extra: str) -> dict[str, Any]:
+    config: dict[str, Any] = {**extra,
         "name": name, "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
         # Avro: the registry's URL is the stack's.
@@ -343,10 +344,10 @@ class DrainResult:
 
 
 def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: int, expected: int,
-          avro: bool = False) -> DrainResult:
+          avro: bool = False, **extra: str) -> DrainResult:
     """Cycles as the running sink makes them (one per interval, or back to back when a cycle takes
     longer), until every record of the backlog is committed."""
-    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms, avro))
+    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms, avro, **extra))
     spark = stack.spark
     cycles: list[CycleResult] = []
     jobs: list[list[SparkJob]] = []
@@ -467,11 +468,11 @@ def topic_timestamps(stack: Stack, topic: str) -> dict[int, tuple[np.ndarray, np
 
 
 def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: float, seconds: float,
-            partitions: int) -> LatencyResult:
+            partitions: int, **extra: str) -> LatencyResult:
     name = f"{topic}-sink"  # one sink per topic: its snapshots are the ones this run measures
     count = int(rate * seconds)
     stack.create_topic(topic, partitions=partitions)
-    sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms)).start()
+    sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms, **extra)).start()
     try:
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
         highs = {p: high for p, (_, high) in watermarks(stack, topic).items()}
@@ -598,9 +599,11 @@ def main() -> None:  # noqa: C901 - one section per measurement
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, help="backlog size (default 1,000,000; --format avro: 200,000)")
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--interval-ms", type=int, default=5_000, help="commit interval (sink and naive baseline)")
-    parser.add_argument("--latency-rate", type=float, default=5_000, help="events/s in latency mode")
-    parser.add_argument("--latency-seconds", type=float, default=60)
+    parser.add_argument("--interval-ms", type=int, help="commit interval (sink and naive baseline; default 5000, "
+                                                        "--maintenance 1000)")
+    parser.add_argument("--latency-rate", type=float,
+                        help="events/s in latency mode (default 5000, --maintenance 2000)")
+    parser.add_argument("--latency-seconds", type=float, help="default 60 (--maintenance 40)")
     parser.add_argument("--sweep", default="", help="comma-separated commit intervals (ms) to measure latency and "
                                                     "the naive baseline at")
     parser.add_argument("--profile", action="store_true", help="print the Spark jobs of each drain cycle")
@@ -611,9 +614,17 @@ def main() -> None:  # noqa: C901 - one section per measurement
     parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
     parser.add_argument("--no-java-sink", action="store_true",
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
+    parser.add_argument("--maintenance", action="store_true",
+                        help="only maintenance: compaction throughput, and p99 visibility with and without a schedule")
     parser.add_argument("--format", choices=["json", "avro"], default="json",
                         help="avro: only Avro (schema registry) vs JSON throughput, on the same backlog size")
     args = parser.parse_args()
+    if args.maintenance:
+        maintenance(args.records or 200_000, args.partitions, args.interval_ms or 1_000, args.latency_rate or 2_000,
+                    args.latency_seconds or 40)
+        return
+    args.interval_ms = args.interval_ms or 5_000
+    args.latency_rate, args.latency_seconds = args.latency_rate or 5_000, args.latency_seconds or 60
     if args.format == "avro":
         avro_vs_json(args.records or 200_000, args.partitions, args.interval_ms)
         return
@@ -803,6 +814,71 @@ def avro_vs_json(records: int, partitions: int, interval_ms: int) -> None:
     ])
     print("column types: " + "; ".join(f"{fmt}: " + ", ".join(f"{k} {v}" for k, v in types.items())
                                        for fmt, types in f["table_types"].items()))
+    print(json.dumps(_rounded(figures)))
+
+
+MAINTENANCE_SCHEDULE = {"sinklab.maintenance.compact.every-commits": "10",
+                        "sinklab.maintenance.expire.older-than": "0s"}
+
+
+def maintenance(records: int, partitions: int, interval_ms: int, rate: float, seconds: float) -> None:
+    """Compaction of a table of many small files, against rewriting the same rows with plain Spark; then
+    the sink's visibility latency at a short interval with and without a maintenance schedule."""
+    from sinklab.maintenance import Target, compact
+
+    figures: dict[str, Any] = {"records": records, "partitions": partitions, "interval_ms": interval_ms,
+                               "latency_rate": rate, "latency_seconds": seconds, "schedule": MAINTENANCE_SCHEDULE}
+    small, copy = f"{NAMESPACE}.pizzas_small", f"{NAMESPACE}.pizzas_copy"
+    with Stack.embedded(connect=False) as stack:
+        produce(stack, "bench-small", records, partitions)
+        stack.spark  # noqa: B018 - the JVM's start is no part of any figure
+        cycles = 50
+        built = drain(stack, "bench-small-sink", "bench-small", [small], 0, records,
+                      **{"sinklab.cycle.max-records": str(-(-records // cycles))})
+        figures["small_files"] = sum(len(s.data_files) for c in built.cycles for s in c.tables.values())
+        began = time.monotonic()
+        stack.spark.sql(f"CREATE TABLE sinklab.{copy} USING iceberg AS SELECT * FROM sinklab.{small}")
+        figures["spark_rewrite_s"] = time.monotonic() - began
+        report = compact(Target.on(stack, small))
+        figures["compact_s"] = report.duration_ms / 1000
+        figures["compact_rows_per_s"] = report.counts["table_rows"] / figures["compact_s"]
+        figures["compact_files_per_s"] = report.counts["rewritten_data_files"] / figures["compact_s"]
+        figures["compact_files"] = (report.counts["rewritten_data_files"], report.counts["added_data_files"])
+        figures["spark_rewrite_rows_per_s"] = records / figures["spark_rewrite_s"]
+        runs = {}
+        for label, extra in (("plain", {}), ("scheduled", MAINTENANCE_SCHEDULE)):
+            runs[label] = latency(stack, f"bench-lat-{label}", f"{NAMESPACE}.lat_{label}", interval_ms, rate, seconds,
+                                  partitions, **extra)
+            table = stack.catalog.load_table(identifier(f"{NAMESPACE}.lat_{label}"))
+            snap = table.current_snapshot()
+            figures[f"{label}_live_files"] = int(snap.summary.additional_properties["total-data-files"]) if snap else 0
+            figures[f"{label}_snapshots"] = len(table.metadata.snapshots)
+        log = read_control_log(stack.bootstrap_servers, sink="bench-lat-scheduled-sink")
+        done = log[log["type"] == events.MAINTENANCE]
+        figures["maintenance_runs"] = len(done)
+        figures["maintenance_ms_mean"] = float(done["duration_ms"].mean()) if len(done) else 0.0
+        figures["maintenance_delay_ms_mean"] = float(done["counters"].map(lambda c: c.get("delay_ms", 0)).mean()) \
+            if len(done) else 0.0
+    for label, result in runs.items():
+        figures[f"{label}_p50_s"], figures[f"{label}_p99_s"], figures[f"{label}_max_s"] = (
+            result.p50_s, result.p99_s, result.max_s)
+        figures[f"{label}_commits"] = result.commits
+    f = figures
+    print_table([
+        ("small files to compact", f"{f['small_files']:,}", f"{records:,} rows in {cycles} cycles"),
+        ("compaction (rewrite_data_files)", f"{f['compact_rows_per_s']:,.0f} rows/s",
+         f"{f['compact_files_per_s']:,.1f} files/s; {f['compact_files'][0]} -> {f['compact_files'][1]} files in "
+         f"{f['compact_s']:.1f} s"),
+        ("Spark CTAS of the same rows (baseline)", f"{f['spark_rewrite_rows_per_s']:,.0f} rows/s",
+         f"{f['spark_rewrite_s']:.1f} s"),
+        ("sink p99 visibility, no maintenance", f"{f['plain_p99_s']:.2f} s",
+         f"p50 {f['plain_p50_s']:.2f} s, max {f['plain_max_s']:.2f} s; {f['plain_live_files']} live files, "
+         f"{f['plain_snapshots']} snapshots after {f['plain_commits']} commits"),
+        ("sink p99 visibility, scheduled", f"{f['scheduled_p99_s']:.2f} s",
+         f"p50 {f['scheduled_p50_s']:.2f} s, max {f['scheduled_max_s']:.2f} s; {f['scheduled_live_files']} live "
+         f"files, {f['scheduled_snapshots']} snapshots; {f['maintenance_runs']} runs of "
+         f"{f['maintenance_ms_mean']:.0f} ms, {f['maintenance_delay_ms_mean']:.0f} ms past the interval"),
+    ])
     print(json.dumps(_rounded(figures)))
 
 
