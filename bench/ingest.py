@@ -833,7 +833,7 @@ def maintenance(records: int, partitions: int, interval_ms: int, rate: float, se
         produce(stack, "bench-small", records, partitions)
         stack.spark  # noqa: B018 - the JVM's start is no part of any figure
         cycles = 50
-        built = drain(stack, "bench-small-sink", "bench-small", [small], 0, records,
+        built = drain(stack, "bench-small-sink", "bench-small", [small], 100, records,
                       **{"sinklab.cycle.max-records": str(-(-records // cycles))})
         figures["small_files"] = sum(len(s.data_files) for c in built.cycles for s in c.tables.values())
         began = time.monotonic()
