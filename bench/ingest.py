@@ -489,6 +489,8 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
         sink.stop()
     table = stack.catalog.load_table(identifier(table_name))
     published = {e.snapshot_id: e.timestamp_ms for e in table.metadata.snapshot_log}
+    log = read_control_log(stack.bootstrap_servers, sink=name)
+    complete = log[log["type"] == events.COMMIT_COMPLETE]
     commits = []  # (publish ms, snapshot ms, offsets, files, records) in commit order
     for snap in table.metadata.snapshots:
         props = snap.summary.additional_properties if snap.summary else {}
@@ -497,6 +499,16 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
         offsets = parse_offsets(props[OFFSETS_PROP]).get(topic, {})
         commits.append((published.get(snap.snapshot_id, snap.timestamp_ms), snap.timestamp_ms, offsets,
                         int(props.get("added-data-files", 0)), int(props.get("added-records", 0))))
+    # Snapshots that maintenance expired are gone from the metadata; the control log still has their commits
+    # (its time is a few ms after the publish).
+    kept = {c[1] for c in commits}
+    for event in complete.itertuples():
+        for t in event.tables:
+            if t["table"] == table_name and t["snapshot_id"] not in {s.snapshot_id for s in table.metadata.snapshots}:
+                ts = int(event.ts.timestamp() * 1000)
+                if ts not in kept:
+                    offsets = {int(p): o for p, o in json.loads(t["offsets"]).get(topic, {}).items()}
+                    commits.append((ts, ts, offsets, len(t["data_files"]), t["records"]))
     commits.sort(key=lambda c: c[0])
     visible, stamped = [], []
     for partition, (offsets, stamps) in topic_timestamps(stack, topic).items():
@@ -509,8 +521,6 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
     lat = np.concatenate(visible) / 1000
     lat_snap = np.concatenate(stamped) / 1000
     with_data = [c for c in commits if c[4] > 0]
-    log = read_control_log(stack.bootstrap_servers, sink=name)
-    complete = log[log["type"] == events.COMMIT_COMPLETE]
     cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
     return LatencyResult(
         interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
