@@ -501,14 +501,13 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
                         int(props.get("added-data-files", 0)), int(props.get("added-records", 0))))
     # Snapshots that maintenance expired are gone from the metadata; the control log still has their commits
     # (its time is a few ms after the publish).
-    kept = {c[1] for c in commits}
+    live = {s.snapshot_id for s in table.metadata.snapshots}
     for event in complete.itertuples():
         for t in event.tables:
-            if t["table"] == table_name and t["snapshot_id"] not in {s.snapshot_id for s in table.metadata.snapshots}:
+            if t["table"] == table_name and t["snapshot_id"] not in live:
                 ts = int(event.ts.timestamp() * 1000)
-                if ts not in kept:
-                    offsets = {int(p): o for p, o in json.loads(t["offsets"]).get(topic, {}).items()}
-                    commits.append((ts, ts, offsets, len(t["data_files"]), t["records"]))
+                offsets = {int(p): o for p, o in json.loads(t["offsets"]).get(topic, {}).items()}
+                commits.append((ts, ts, offsets, len(t["data_files"]), t["records"]))
     commits.sort(key=lambda c: c[0])
     visible, stamped = [], []
     for partition, (offsets, stamps) in topic_timestamps(stack, topic).items():
