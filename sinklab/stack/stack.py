@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -338,12 +339,20 @@ class Stack:
         return self._catalog
 
     @property
+    def spark_log(self) -> Path:
+        """The log of the Spark driver's JVM: ``WORKDIR/logs/spark.log``, or in the temporary directory
+        for a stack without a workdir."""
+        if self.workdir is not None:
+            return self.workdir / "logs" / "spark.log"
+        return Path(tempfile.gettempdir()) / "sinklab" / f"spark-{os.getpid()}.log"
+
+    @property
     def spark(self) -> SparkSession:
         with self._spark_lock:
             if self._spark is None:
                 conf = self.spark_catalog_conf(self.info.catalog_name)
                 conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
+                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3, log_file=self.spark_log)
                 self._spark_catalogs = {self.info.catalog_name}
             return self._spark
 
