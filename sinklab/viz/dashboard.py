@@ -59,9 +59,9 @@ class Dashboard:
         self.frames: dict[str, pd.DataFrame] = {}
         self.figures: dict[str, go.Figure] = {}
         self.live: go.Figure | None = None  # the figure the notebook shows now
-        self.header = self._header_html(None)
         self.refreshes = 0
         self.error: str | None = None
+        self.header = self._header_html(None)
         self._catalog: Catalog | None = None
         self._log: frames.ControlLog | None = None
         self._version: tuple[Any, ...] = ()

@@ -458,6 +458,8 @@ def cadence(snaps: pd.DataFrame, interval_ms: int | None = None, sink: str | Non
         "table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
         "gap_s": own.groupby("table")["visible_at"].diff().dt.total_seconds(),
     })
+    if "series" in own.columns:  # a readable name for the table's series (the explorer's)
+        out["series"] = own["series"]
     out = out.dropna(subset=["gap_s"]).reset_index(drop=True)
     out["interval_s"] = interval_ms / 1000 if interval_ms else np.nan
     out["ratio"] = out["gap_s"] / out["interval_s"]
@@ -476,6 +478,8 @@ def freshness(snaps: pd.DataFrame, now: pd.Timestamp | None = None, sink: str | 
     own = own[own["vtts"].notna()].sort_values(["table", "visible_at"])
     out = pd.DataFrame({"table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
                         "vtts": own["vtts"]})
+    if "series" in own.columns:
+        out["series"] = own["series"]
     out["until"] = out.groupby("table")["at"].shift(-1).fillna(now)
     out["fresh_s"] = (out["at"] - out["vtts"]).dt.total_seconds()
     out["stale_s"] = (out["until"] - out["vtts"]).dt.total_seconds()
