@@ -4,10 +4,10 @@ The sink runs in a background thread of the kernel (``sink.start()``); the dashb
 any observer can read — the tables' metadata, the control topic, the group's offsets — so it
 shows what readers see, not the sink's private state.
 
-It is an ordinary notebook output updated in place (``update_display``), not a widget: JupyterLab
-redraws it from plotly's JSON at every refresh, and the last update — made when the dashboard
-stops — also carries a PNG, so a saved or exported notebook shows the final state without
-JavaScript and without a copy of plotly.js per figure in its widget state.
+Live, it is plotly's JSON in an ipywidgets ``Output`` that JupyterLab's plotly extension redraws at
+every refresh — not a ``FigureWidget``, which saves a copy of plotly.js (5 MB) per figure in the
+notebook's widget state. Stopped, ``figure()`` is the final state as an ordinary output, with a PNG
+for exports and viewers without JavaScript.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import re
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +68,6 @@ class Dashboard:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._display_id = f"sinklab-dashboard-{uuid.uuid4().hex}"
         self._shown = False
         self._out: Any = None  # the live view (an ipywidgets Output), once displayed
 
@@ -134,7 +132,7 @@ class Dashboard:
             self.header = self._header_html(lag)
             self.live = figures.combine([self.figures[name] for name in PANELS], title=self._title(lag),
                                         height_per_row=PANEL_HEIGHT)
-        self._show(final=False)
+        self._show()
         return self.frames
 
     def _status_parts(self, lag: pd.DataFrame | None) -> tuple[Any, list[str]]:
@@ -151,7 +149,8 @@ class Dashboard:
     def _title(self, lag: pd.DataFrame | None) -> str:
         status, parts = self._status_parts(lag)
         now = pd.Timestamp.now(tz="UTC").strftime("%H:%M:%S")
-        return f"<b>{html.escape(status.name)}: {status.state}</b> · " + " · ".join(parts) + f" · as of {now} UTC"
+        return (f"<b>{html.escape(status.name)}: {status.state}</b> · " + " · ".join(parts[:3]) + f" · as of {now} UTC"
+                + ("<br><span style='font-size:12px'>" + " · ".join(parts[3:]) + "</span>" if parts[3:] else ""))
 
     def _header_html(self, lag: pd.DataFrame | None) -> str:
         status, parts = self._status_parts(lag)
@@ -178,7 +177,7 @@ class Dashboard:
                     self.error = traceback.format_exc()
                     with contextlib.suppress(Exception):
                         self.header = self._header_html(None)
-                        self._show(final=False)
+                        self._show()
                 self._stop.wait(max(0.0, self.every_s - (time.monotonic() - began)))
 
         self._thread = threading.Thread(target=loop, name=f"sinklab-dashboard-{self.config.name}", daemon=True)
@@ -186,15 +185,14 @@ class Dashboard:
         return self
 
     def stop(self, timeout: float = 30) -> Dashboard:
-        """Stop refreshing, refresh once more (what the notebook keeps is the final state, with a PNG for
-        viewers without JavaScript) and close the Kafka consumer (a later refresh opens a new one)."""
+        """Stop refreshing, refresh once more (the live view and ``figure()`` show the final state) and
+        close the Kafka consumer (a later refresh opens a new one)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
         try:
             self.refresh()
-            self._show(final=True)
         finally:
             with self._lock:
                 if self._log is not None:
@@ -221,29 +219,25 @@ class Dashboard:
         return self.live
 
     def _ipython_display_(self) -> None:
-        """Two outputs: a live view (an ipywidgets ``Output`` the background thread updates through its
-        comm, whichever cell runs meanwhile) and a plain output that ``stop()`` replaces with the final
-        figure and its PNG, which is what exports and viewers without a kernel show."""
+        """The live view: an ipywidgets ``Output`` that the background thread updates through its comm,
+        whichever cell runs meanwhile. Widgets need a running kernel; for exports, GitHub and saved
+        notebooks, show ``figure()`` after ``stop()`` (a plain output, with a PNG)."""
         import ipywidgets as widgets
         from IPython.display import display
 
         if self.live is None:
             self.refresh()
-        self._out = widgets.Output(layout={"min_height": f"{PANEL_HEIGHT * 3}px"})
-        display(self._out)
-        display({"text/plain": "(the dashboard's final state appears here when it stops)"}, raw=True,
-                display_id=self._display_id)
+        self._out = widgets.Output(layout={"min_height": f"{PANEL_HEIGHT * 3 + 110}px"})
+        display({"application/vnd.jupyter.widget-view+json": {
+                    "model_id": self._out.model_id, "version_major": 2, "version_minor": 0},
+                 "text/plain": f"live dashboard of sink {self.config.name} (it moves in JupyterLab while the kernel "
+                               "runs; dashboard.figure() after dashboard.stop() shows its final state anywhere)"},
+                raw=True)
         self._shown = True
-        self._show(final=False)
+        self._show()
 
-    def _show(self, final: bool) -> None:
+    def _show(self) -> None:
         if not self._shown or self.live is None:
-            return
-        if final:
-            from IPython.display import update_display
-
-            self._out.outputs = ()
-            update_display(render.mimebundle(self.live), raw=True, display_id=self._display_id)
             return
         data = {render.PLOTLY_MIME: json.loads(self.live.to_json()), "text/plain": "sinklab dashboard"}
         self._out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)

@@ -358,8 +358,9 @@ def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = Non
     rows = -(-len(figures) // cols)
     secondary = [[{"secondary_y": True} for _ in range(cols)] for _ in range(rows)]
     grid = make_subplots(rows=rows, cols=cols, specs=secondary, vertical_spacing=0.5 / rows,
-                         horizontal_spacing=0.1, subplot_titles=[f.layout.title.text or "" for f in figures])
+                         horizontal_spacing=0.2, subplot_titles=[f.layout.title.text or "" for f in figures])
     legend: set[str] = set()
+    colour: dict[str, str] = {}  # across the grid: a table and a partition never share a colour
     for i, fig in enumerate(figures):
         row, col = divmod(i, cols)
         for original in fig.data:
@@ -369,8 +370,9 @@ def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = Non
             shown = trace.showlegend is not False and group not in legend
             if shown:
                 legend.add(group)
-            grid.add_trace(trace.update(legendgroup=group, showlegend=shown, name=group if shown else trace.name),
-                           row=row + 1, col=col + 1, secondary_y=on_right)
+            trace.update(legendgroup=group, showlegend=shown, name=group if shown else trace.name)
+            _recolor(trace, colour.setdefault(group, PALETTE[len(colour) % len(PALETTE)]))
+            grid.add_trace(trace, row=row + 1, col=col + 1, secondary_y=on_right)
         for axis, on_right in (("yaxis", False), ("yaxis2", True)):
             source = getattr(fig.layout, axis, None)
             if source is not None and source.title.text:
@@ -386,7 +388,15 @@ def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = Non
                 grid.add_hline(y=shape.y0, line_dash=shape.line.dash, line_color=shape.line.color, row=row + 1,
                                col=col + 1, exclude_empty_subplots=False)
     grid.update_layout(template=TEMPLATE, title=title, height=height_per_row * rows, showlegend=True,
-                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0 + 30 / (height_per_row * rows),
-                               "x": 0},
-                       margin={"t": 110, "r": 20, "b": 40, "l": 60})
+                       legend={"x": 1.02, "y": 1, "yanchor": "top"}, margin={"t": 110, "r": 170, "b": 40, "l": 60})
     return grid
+
+
+def _recolor(trace: Any, color: str) -> None:
+    """Give a series trace its grid-wide colour; fixed colours (the warm-up's grey, black marks) stay."""
+    marker = getattr(trace, "marker", None)
+    line = getattr(trace, "line", None)
+    if marker is not None and isinstance(marker.color, str) and marker.color in PALETTE:
+        marker.color = color
+    if line is not None and isinstance(line.color, str) and line.color in PALETTE:
+        line.color = color
