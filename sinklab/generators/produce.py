@@ -345,7 +345,8 @@ def produce_records(stack: Stack, topic: str, records: Iterable[Record], *, coun
     from confluent_kafka import Producer
 
     handle = Production(name, topic, count)
-    producer = Producer(stack.kafka_config(**{**PRODUCER_DEFAULTS, **(producer_config or {})}))
+    producer = Producer(stack.kafka_config(**{**PRODUCER_DEFAULTS, "logger": stack.client_logger(),
+                                              **(producer_config or {})}))
     created: set[str] = set()
 
     def topic_for(record: Record) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -337,6 +338,20 @@ class Stack:
 
             self._catalog = RestCatalog(self.info.catalog_name, **self.catalog_properties())
         return self._catalog
+
+    def client_logger(self) -> logging.Logger:
+        """The logger a librdkafka client of this process logs through (its ``logger`` setting):
+        ``WORKDIR/logs/kafka-clients.log``, not the process's stderr, which in a notebook is a cell's
+        output. For clients whose config also reaches Spark, which cannot take a logger object."""
+        path = self.spark_log.with_name("kafka-clients.log")
+        logger = logging.getLogger(f"sinklab.kafka-clients.{path}")
+        if not logger.handlers:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path)
+            handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+            logger.propagate = False
+        return logger
 
     @property
     def spark_log(self) -> Path:
