@@ -322,7 +322,8 @@ class Stack:
     def admin(self) -> AdminClient:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.kafka_config())
+        # Its log lines (one at close, at times) go to the stack's log, not to a notebook's stderr.
+        return AdminClient(self.kafka_config(logger=self.client_logger(), log_level=4))
 
     def catalog_properties(self) -> dict[str, str]:
         props = {"uri": self.info.catalog_uri, "warehouse": self.info.warehouse, **self.info.catalog_properties}
