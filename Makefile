@@ -39,9 +39,10 @@ java:
 		echo "sinklab needs Java 17 or newer on PATH (found: $${v:-none}); install a JDK/JRE 17+ and retry"; exit 1; \
 	fi
 
-# The Connect API tests drive the server with the real curl (and jq, as the seed's tutorial does).
+# The Connect API tests drive the server with the real curl (and jq, as the seed's tutorial does);
+# figures are drawn as PNGs in Debian's chromium (kaleido), which the browser test also drives.
 tools:
-	@missing=""; for t in curl jq; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	@missing=""; for t in curl jq chromium; do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if command -v apt-get >/dev/null 2>&1; then \
 		echo "installing$$missing"; \
@@ -60,15 +61,20 @@ test: setup lint tools
 demo: setup
 	$(VENV)/bin/sinklab demo --workdir $(WORKDIR)
 
-# Every tutorial headless, executed copies in .sinklab/notebooks/ (the committed ones stay clean).
-notebooks: setup
+# Every tutorial headless, executed copies in .sinklab/notebooks/ (the committed ones stay clean), each
+# also as self-contained HTML (figures as PNGs, no JavaScript needed) to hand out; ARGS="-p workshop True".
+notebooks: setup tools
 	@mkdir -p .sinklab/notebooks
 	@for nb in notebooks/*.ipynb; do \
+		out=".sinklab/notebooks/$$(basename $$nb)"; \
 		echo "== $$nb"; \
-		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks "$$nb" ".sinklab/notebooks/$$(basename $$nb)" || exit 1; \
+		start=$$(date +%s); \
+		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $(ARGS) || exit 1; \
+		echo "   $$(( $$(date +%s) - start )) s"; \
+		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
 	done
 
-lab: setup
+lab: setup tools
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks
 
 # Not part of the tests: figures with their baselines (bench/README.md); ARGS=--sweep 1000,5000 etc.

@@ -205,6 +205,22 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sink_status(args: argparse.Namespace) -> int:
+    from sinklab.sink.report import format_reports, sink_reports
+
+    stack = _stack_for(args)
+    try:
+        reports = sink_reports(stack, args.names or None)
+    except LookupError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps([r.model_dump() for r in reports], indent=2))
+    else:
+        print(format_reports(reports))
+    # Like `stack status`: non-zero when something needs a look (a failed sink).
+    return 3 if any(r.state == "FAILED" for r in reports) else 0
+
+
 def _connect_url(args: argparse.Namespace) -> str:
     """The Connect server to talk to: --url, else the stack.json's connect_url, else Connect's default."""
     if args.url:
@@ -312,7 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     sink = sub.add_parser("sink", help="run a sink")
     sink_sub = sink.add_subparsers(dest="sink_command", required=True)
     run = sink_sub.add_parser("run", help="run a sink from a Kafka Connect JSON config")
-    run.add_argument("--config", required=True, help="Kafka Connect sink JSON ({name, config} or the flat map)")
+    run.add_argument("--config", required=True, help="Kafka Connect sink JSON ({name, config} or the flat map); a "
+                                                     "bare name is also looked up in sinklab's packaged configs "
+                                                     "(pizzas-on-ice.json)")
     run.add_argument("--stack", help="stack.json of the stack to run on")
     run.add_argument("--master", help="Spark master URL (spark://host:7077, yarn, k8s://...; default: the stack's, "
                                       "local[*])")
@@ -322,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--once", action="store_true", help="one commit cycle up to the current end offsets")
     mode.add_argument("--until-idle", type=float, metavar="SECONDS", help="stop after SECONDS with nothing new")
     run.set_defaults(func=cmd_sink_run)
+    status = sink_sub.add_parser(
+        "status", help="every sink on the stack: state (Connect's, for the sinks its Connect server runs), last "
+                       "cycle, lag per partition, each table's last snapshot (exit 3 if one FAILED)")
+    status.add_argument("names", nargs="*", metavar="NAME", help="only these sinks (default: all)")
+    status.add_argument("--stack", help="stack.json of the stack the sinks run on")
+    status.add_argument("--json", action="store_true", help="as JSON, one object per sink")
+    status.set_defaults(func=cmd_sink_status)
 
     gen = sub.add_parser("generate", help="produce fake events (specs: data-generators/README.md)")
     gen.add_argument("kind", nargs="?", choices=["pizzas", "payments", "cdc"], help="a built-in stream")

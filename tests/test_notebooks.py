@@ -1,9 +1,13 @@
 """Every tutorial in notebooks/ runs headless with papermill, on its own embedded stack: no error, at
-least one plotly figure, nothing left running; and the committed notebooks carry no outputs."""
+least one plotly figure, nothing left running; executed, it is small (≤ 2 MB) and quiet (no stderr,
+no JVM/Spark/librdkafka log lines, no stray reprs), and every figure carries a picture for viewers
+without JavaScript. The committed notebooks carry no outputs."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +20,19 @@ from sinklab.stack.process import stop_pid
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 PLOTLY = "application/vnd.plotly.v1+json"
+PNG = "image/png"
 KERNEL = "sinklab"
+MAX_BYTES = 2_000_000
+# Log lines that leaked into an output: log4j's and Spark's console format, librdkafka's
+# "%3|1700000000.123|FAIL|...", Python's warnings; and reprs nobody meant to print.
+NOISE = re.compile(r"\b(WARN|ERROR|INFO)\b [\w.$]+:|log4j|NativeCodeLoader|Setting default log level|%\d\|\d+\.\d+\|"
+                   r"|\w+Warning: |<bound method |<[\w.]+ object at 0x")
+# Smaller runs than the defaults (which `make notebooks` runs and the README's run times measure):
+# the suite's time budget. Notebooks not named here run with their defaults.
+SMALL: dict[str, dict[str, object]] = {
+    "01-pizzas-on-ice": {"count": 2000, "rate": 1000},
+    "02-commit-interval": {"intervals_ms": [1000, 3000], "count": 1200, "rate": 400},
+}
 
 
 def test_notebooks_are_committed_clean() -> None:
@@ -72,7 +88,8 @@ def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str
     out = tmp_path / path.name
     started = time.monotonic()
     try:
-        papermill.execute_notebook(str(path), str(out), parameters={"workdir": str(workdir)}, kernel_name=kernel,
+        parameters = {"workdir": str(workdir), **SMALL.get(path.stem, {})}
+        papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=kernel,
                                    cwd=str(path.parent), progress_bar=False, execution_timeout=600)
     finally:
         # Processes exit as the kernel shuts down; whatever still names the stack's directory after a
@@ -90,3 +107,13 @@ def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str
     figures = [o for o in outputs if PLOTLY in o.get("data", {})]
     assert figures, f"{path.name} shows no plotly figure"
     assert all(fig["data"][PLOTLY]["data"] for fig in figures), f"{path.name} shows an empty figure"
+    # Shown by nbconvert's HTML and GitHub too: a PNG beside every figure's JSON.
+    assert all(PNG in fig["data"] for fig in figures), f"{path.name} has a figure without a picture"
+    assert out.stat().st_size <= MAX_BYTES, f"{path.name} is {out.stat().st_size:,} bytes executed"
+    assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"], \
+        f"{path.name} wrote to stderr: {[o.text for o in outputs if o.get('name') == 'stderr']}"
+    for o in outputs:
+        text = o.get("text", "") if o.output_type == "stream" else json.dumps(
+            {k: v for k, v in o.get("data", {}).items() if k.startswith("text/")})
+        found = NOISE.search(text)
+        assert not found, f"{path.name}: {found.group(0)!r} in an output: {text[:300]}"

@@ -273,13 +273,38 @@ def test_unrelated_writer_during_commit_is_kept(stack: Stack, unique: str, monke
 def test_seed_config_verbatim_on_the_stack(stack: Stack, stack_file: Path) -> None:
     stack.create_topic("completed-pizzas", partitions=6)
     ids = produce(stack, "completed-pizzas", 2000, seed=10)
-    result = run_cli("sink", "run", "--config", str(SEED_CONFIG), "--stack", str(stack_file), "--once")
+    # As the README says it, from the repository root: a bare name is the packaged seed config.
+    result = run_cli("sink", "run", "--config", SEED_CONFIG.name, "--stack", str(stack_file), "--once")
     assert result.returncode == 0, result.stderr
     assert "committed 2000 records to rpc.pizzas" in result.stdout
     stack.register_spark_catalog("demo")
     assert sorted(r.order_id for r in stack.spark.table("demo.rpc.pizzas").collect()) == sorted(ids)
+
+    status = run_cli("sink", "status", "pizzas-on-ice", "--stack", str(stack_file), "--json")
+    assert status.returncode == 0, status.stderr
+    [report] = json.loads(status.stdout)
+    assert report["last_cycle"]["records"] == 2000 and report["cycles"] >= 1
+    assert report["group_id"] == "connect-pizzas-on-ice"
+    assert set(report["lag"]) == {f"completed-pizzas[{p}]" for p in range(6)} and sum(report["lag"].values()) == 0
+    [table] = report["tables"]
+    head = stack.catalog.load_table("rpc.pizzas").current_snapshot()
+    assert (table["table"], table["snapshot_id"]) == ("rpc.pizzas", head.snapshot_id)
+    assert table["total_records"] == stack.spark.table("demo.rpc.pizzas").count()
+    text = run_cli("sink", "status", "--stack", str(stack_file))
+    assert "pizzas-on-ice: " in text.stdout and "lag 0" in text.stdout and "rpc.pizzas@main" in text.stdout
+    unknown = run_cli("sink", "status", "no-such-sink", "--stack", str(stack_file))
+    assert unknown.returncode == 1 and "no sink no-such-sink" in unknown.stderr
     top = stack.spark.table("demo.rpc.pizzas").groupBy("store_id").count().sort("count", ascending=False).first()
     assert top.store_id == 1
+
+
+def test_a_missing_config_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    result = run_cli("sink", "run", "--config", str(missing), "--stack", str(tmp_path / "stack.json"), "--once")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"sinklab: error: config file {missing} not found (a bare name is also looked up among sinklab's packaged "
+        f"configs: pizzas-on-ice.json)"]
 
 
 def test_cli_errors_go_to_stderr(stack_file: Path, tmp_path: Path) -> None:

@@ -234,9 +234,15 @@ def test_visibility_finds_the_snapshot_that_first_holds_each_record(stack: Stack
         assert (mine["latency_s"] > 0).all()
     per_table = viz.visibility(run.snaps, from_table)  # its own records only
     assert set(per_table["table"]) == {run.tables[0]} and len(per_table) == sum(BATCHES)
+    # The first cycle's records (the warm-up) are flagged and kept out of the percentiles.
+    first = run.snaps[run.snaps["table"] == run.tables[0]]["snapshot_id"].iloc[0]
+    mine = vis[vis["table"] == run.tables[0]]
+    assert (mine["warmup"] == (mine["snapshot_id"] == first)).all() and mine["warmup"].sum() == BATCHES[0]
     pct = viz.latency_percentiles(vis).set_index("table")
-    assert pct.loc[run.tables[0], "records"] == sum(BATCHES)
-    assert pct.loc[run.tables[0], "p50"] == vis[vis["table"] == run.tables[0]]["latency_s"].quantile(0.5)
+    assert pct.loc[run.tables[0], "records"] == sum(BATCHES[1:])
+    assert pct.loc[run.tables[0], "warmup_records"] == BATCHES[0]
+    assert pct.loc[run.tables[0], "p50"] == mine[~mine["warmup"]]["latency_s"].quantile(0.5)
+    assert viz.latency_percentiles(vis, warmup=True).set_index("table").loc[run.tables[0], "records"] == sum(BATCHES)
 
     late = produce_json(stack.bootstrap_servers, run.topic, [{"order_id": "late"}])
     pending = viz.visibility(run.snaps, viz.record_times(stack, run.topic))
@@ -289,15 +295,17 @@ def test_figures_draw_the_frames(stack: Stack, run: Run) -> None:
     assert [s.y0 for s in fig.layout.shapes] == [0.5]
 
     commit_frame = viz.commits(stack, sink=run.sink)
-    fig = viz.plot_fan_out(commit_frame)
-    assert fig.layout.barmode == "stack"
-    assert {t.name: list(t.y) for t in fig.data} == {t: list(BATCHES) for t in run.tables}
+    cycle_frame = viz.cycles(stack, sink=run.sink)
+    fig = viz.plot_fan_out(commit_frame, cycle_frame=cycle_frame)
+    assert fig.layout.barmode == "group"  # every record is in both tables: stacked bars would count it twice
+    assert {t.name: list(t.y) for t in fig.data} == {**{t: list(BATCHES) for t in run.tables},
+                                                     "read from Kafka": list(BATCHES)}
 
     flow = viz.flows(viz.cycles(stack, sink=run.sink), commit_frame)
     assert flow.set_index("target")["records"].to_dict() == {run.sink: 750, run.tables[0]: 750, run.tables[1]: 750}
     sankey = viz.plot_sankey(flow).data[0]
     assert list(sankey.link.value) == flow["records"].tolist()
-    assert set(sankey.node.label) == {run.topic, run.sink, *run.tables}
+    assert set(sankey.node.label) == {f"{name}: 750" for name in (run.topic, run.sink, *run.tables)}
 
     fig = viz.plot_files(run.snaps)
     bars = [t for t in fig.data if t.type == "bar"]
@@ -305,7 +313,8 @@ def test_figures_draw_the_frames(stack: Stack, run: Run) -> None:
 
     vis = viz.visibility(run.snaps, viz.record_times(stack, run.topic, until=run.snaps["offsets"].iloc[-1]))
     fig = viz.plot_visibility(vis)
-    assert sum(len(t.x) for t in fig.data if t.type == "histogram") == len(vis)
+    assert sum(len(t.x) for t in fig.data if t.type == "histogram") == len(viz.steady(vis)) == len(vis) - 2 * 300
+    assert [len(t.x) for t in fig.data if t.name == "first cycle (warm-up)"] == [2 * 300]
     assert {a.text.split()[0] for a in fig.layout.annotations if a.text.startswith("p")} >= {"p50", "p99"}
 
     fresh = viz.plot_freshness(viz.freshness(run.snaps))
@@ -344,17 +353,23 @@ def test_dashboard_refreshes_while_the_sink_runs(stack: Stack, unique: str) -> N
     snaps = viz.snapshots(stack, table)
     assert frames["snapshots"]["snapshot_id"].tolist() == snaps["snapshot_id"].tolist()
     assert snaps["total_records"].iloc[-1] == 500 and len(snaps) >= 2
-    history = dash.widgets["snapshots"].data
+    history = dash.figures["snapshots"].data
     assert [t.name for t in history] == [table] and list(history[0].y) == snaps["total_records"].tolist()
-    fan_out = dash.widgets["fan_out"].data
+    fan_out = dash.figures["fan_out"].data
     assert sum(sum(t.y) for t in fan_out) == 500
-    lag = dash.widgets["lag"].data
+    lag = dash.figures["lag"].data
     assert sorted(t.name for t in lag) == [f"{unique}[0]", f"{unique}[1]"]
     assert all(t.y[-1] == 0 for t in lag)
     assert len(dash.frames["lag"]["at"].unique()) == len(lag[0].x) > 2  # sampled at every refresh
-    assert f"{sink.status().cycles} cycles" in dash.header.value and "500 records" in dash.header.value
+    assert f"{sink.status().cycles} cycles" in dash.header and "500 records" in dash.header
     static = dash.figure()
-    assert len(static.data) == sum(len(w.data) for w in dash.widgets.values())
+    assert len(static.data) == sum(len(f.data) for f in dash.figures.values())
+    assert f"{sink.config.name}: STOPPED" in static.layout.title.text and "500 records" in static.layout.title.text
+    # One legend entry per series, whichever panels draw it, in one colour.
+    named = [t for t in static.data if t.showlegend]
+    assert sorted(t.name for t in named) == sorted([table, f"{unique}[0]", f"{unique}[1]"])
+    assert len({t.line.color for t in static.data if t.type == "scatter" and t.legendgroup == table
+                and t.line.color}) == 1
 
 
 def test_explorer_measures_each_interval(stack: Stack) -> None:
@@ -368,11 +383,18 @@ def test_explorer_measures_each_interval(stack: Stack) -> None:
         assert measured["snapshot_id"].tolist() == snaps["snapshot_id"].tolist()[1:]  # all but the priming cycle
         assert row.snapshots == len(measured) and measured["added_records"].sum() == 600
         assert row.files == measured["added_files"].sum()
-        assert row.snapshots_per_hour == pytest.approx(row.snapshots / row.window_s * 3600)
+        if row.snapshots >= viz.explorer.MIN_COMMITS:
+            assert row.snapshots_per_hour == pytest.approx(row.snapshots / row.window_s * 3600) and not row.note
+        else:  # too few commits to project a rate per hour from
+            assert pd.isna(row.snapshots_per_hour) and pd.isna(row.files_per_table_per_hour)
+            assert row.note == f"not enough data: {row.snapshots} commits (< 5)"
         assert row.mean_file_kib == pytest.approx(measured["added_bytes"].sum() / row.files / 1024)
         assert 0 < row.p50_s <= row.p99_s <= row.max_s
     short, long = ex.results.itertuples()
-    assert short.snapshots >= long.snapshots
+    assert short.snapshots >= long.snapshots and long.snapshots < viz.explorer.MIN_COMMITS  # a 2 s stream
     fig = ex.figure()
-    assert list(fig.data[0].x) == ex.results["snapshots_per_hour"].tolist()
-    assert list(fig.data[0].y) == ex.results["p50_s"].tolist()
+    projected = ex.results.dropna(subset=["snapshots_per_hour"])
+    assert list(fig.data[0].x) == projected["snapshots_per_hour"].tolist()
+    assert list(fig.data[0].y) == projected["p50_s"].tolist()
+    assert "3 s: not enough data" in fig.layout.annotations[-1].text
+    assert set(ex.snapshots["series"]) == {"interval 0.5 s", "interval 3 s"}

@@ -345,7 +345,11 @@ def produce_records(stack: Stack, topic: str, records: Iterable[Record], *, coun
     from confluent_kafka import Producer
 
     handle = Production(name, topic, count)
-    producer = Producer(stack.kafka_config(**{**PRODUCER_DEFAULTS, **(producer_config or {})}))
+    # Its warnings (a coordinator still loading on a fresh broker) go to the stack's log, not to a
+    # notebook's stderr; below warnings nothing is logged (librdkafka prints some of those itself
+    # when the producer closes).
+    producer = Producer(stack.kafka_config(**{**PRODUCER_DEFAULTS, "logger": stack.client_logger(), "log_level": 4,
+                                              **(producer_config or {})}))
     created: set[str] = set()
 
     def topic_for(record: Record) -> str:

@@ -247,7 +247,7 @@ def read_connect_json(source: str | Path | dict[str, Any], name: str | None = No
         raw = source
         origin = "<dict>"
     else:
-        path = Path(source)
+        path = config_path(source)
         origin = str(path)
         try:
             raw = json.loads(path.read_text())
@@ -267,6 +267,27 @@ def read_connect_json(source: str | Path | dict[str, Any], name: str | None = No
     if not name:
         raise ConfigError("name: a sink needs a name (it keys the consumer group and the transactional id)")
     return str(name), conf
+
+
+def packaged_configs() -> dict[str, Path]:
+    """The configs shipped in ``sinklab/configs`` (the seed's), by file name."""
+    folder = Path(__file__).resolve().parent.parent / "configs"
+    return {p.name: p for p in sorted(folder.glob("*.json"))}
+
+
+def config_path(source: str | Path) -> Path:
+    """The config file ``source`` names; a bare name that is not a file here is looked up among the
+    packaged configs, so ``--config pizzas-on-ice.json`` works from any directory."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    packaged = packaged_configs()
+    if path.name == str(source) and path.name in packaged:
+        return packaged[path.name]
+    if path.exists():
+        raise ConfigError(f"{path.resolve()}: not a file")
+    raise ConfigError(f"config file {path.resolve()} not found (a bare name is also looked up among sinklab's "
+                      f"packaged configs: {', '.join(packaged) or 'none'})")
 
 
 def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 - one branch per key family

@@ -107,7 +107,21 @@ def _add_part(paths: list[str], packages: list[str], part: jars.Part, artifact: 
         paths += [str(j) for j in jars.jars(part)]
 
 
-def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False) -> SparkSession:
+def log_conf(log_file: Path) -> dict[str, str]:
+    """Spark properties that send the driver JVM's log4j2 output (Spark's, Hadoop's NativeCodeLoader
+    warning, Iceberg's) to ``log_file`` instead of the console: a notebook's kernel shares its stderr
+    with the JVM, so every console line would land in a cell's output. Set before the JVM starts."""
+    from sinklab.stack.broker import LOG4J2_CONSOLE
+
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    config = log_file.with_suffix(".log4j2.properties")
+    config.write_text(LOG4J2_CONSOLE.replace(
+        "appender.out.type = Console", f"appender.out.type = File\nappender.out.fileName = {log_file}"))
+    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={config}"}
+
+
+def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False,
+                log_file: Path | None = None) -> SparkSession:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -141,10 +155,14 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     )
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
-    for key, value in {**catalogs, **settings.conf}.items():
+    logs = log_conf(log_file) if log_file is not None and "spark.driver.extraJavaOptions" not in settings.conf \
+        else {}
+    for key, value in {**logs, **catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not logs:
+        # Spark's own console configuration: keep its chatter off a notebook's outputs.
+        spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 

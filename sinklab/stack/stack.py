@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -353,7 +355,8 @@ class Stack:
     def admin(self) -> AdminClient:
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self.kafka_config())
+        # Its log lines (one at close, at times) go to the stack's log, not to a notebook's stderr.
+        return AdminClient(self.kafka_config(logger=self.client_logger(), log_level=4))
 
     def catalog_properties(self) -> dict[str, str]:
         props = {"uri": self.info.catalog_uri, "warehouse": self.info.warehouse, **self.info.catalog_properties}
@@ -370,13 +373,35 @@ class Stack:
             self._catalog = RestCatalog(self.info.catalog_name, **self.catalog_properties())
         return self._catalog
 
+    def client_logger(self) -> logging.Logger:
+        """The logger a librdkafka client of this process logs through (its ``logger`` setting):
+        ``WORKDIR/logs/kafka-clients.log``, not the process's stderr, which in a notebook is a cell's
+        output. For clients whose config also reaches Spark, which cannot take a logger object."""
+        path = self.spark_log.with_name("kafka-clients.log")
+        logger = logging.getLogger(f"sinklab.kafka-clients.{path}")
+        if not logger.handlers:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path)
+            handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(message)s"))
+            logger.addHandler(handler)
+            logger.propagate = False
+        return logger
+
+    @property
+    def spark_log(self) -> Path:
+        """The log of the Spark driver's JVM: ``WORKDIR/logs/spark.log``, or in the temporary directory
+        for a stack without a workdir."""
+        if self.workdir is not None:
+            return self.workdir / "logs" / "spark.log"
+        return Path(tempfile.gettempdir()) / "sinklab" / f"spark-{os.getpid()}.log"
+
     @property
     def spark(self) -> SparkSession:
         with self._spark_lock:
             if self._spark is None:
                 conf = self.spark_catalog_conf(self.info.catalog_name)
                 conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3)
+                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3, log_file=self.spark_log)
                 self._spark_catalogs = {self.info.catalog_name}
             return self._spark
 

@@ -10,6 +10,7 @@ them, a live dashboard and the commit-interval explorer.
     viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000]).figure()
 """
 
+from sinklab.viz import render
 from sinklab.viz.dashboard import Dashboard
 from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
 from sinklab.viz.figures import (
@@ -50,9 +51,13 @@ from sinklab.viz.frames import (
     refs,
     schemas,
     snapshots,
+    steady,
     table_record_times,
     visibility,
 )
+
+# Every figure shown in a notebook carries a PNG beside plotly's JSON (sinklab/viz/render.py).
+render.use()
 
 __all__ = [
     "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log",
@@ -60,5 +65,5 @@ __all__ = [
     "latency_percentiles", "load_table", "maintenance_runs", "metadata_history", "plot_cadence", "plot_counters",
     "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_sankey",
     "plot_schemas", "plot_snapshots", "plot_table_growth", "plot_tradeoff", "plot_visibility", "record_times", "refs",
-    "schemas", "snapshots", "table_record_times", "visibility", "wait_caught_up",
+    "schemas", "snapshots", "steady", "table_record_times", "visibility", "wait_caught_up",
 ]

@@ -1,14 +1,20 @@
-"""A live dashboard of a running sink: plotly FigureWidgets that refresh from Iceberg and Kafka.
+"""A live dashboard of a running sink: one plotly figure of six panels that refreshes from Iceberg and Kafka.
 
 The sink runs in a background thread of the kernel (``sink.start()``); the dashboard reads what
 any observer can read — the tables' metadata, the control topic, the group's offsets — so it
 shows what readers see, not the sink's private state.
+
+Live, it is plotly's JSON in an ipywidgets ``Output`` that JupyterLab's plotly extension redraws at
+every refresh — not a ``FigureWidget``, which saves a copy of plotly.js (5 MB) per figure in the
+notebook's widget state. Stopped, ``figure()`` is the final state as an ordinary output, with a PNG
+for exports and viewers without JavaScript.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 import threading
 import time
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from sinklab.viz import figures, frames
+from sinklab.viz import figures, frames, render
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -31,20 +37,18 @@ PANEL_HEIGHT = 330
 
 
 class Dashboard:
-    """Status and six figures of one sink: snapshot history, commit cadence, freshness, consumer lag,
-    files per commit and fan-out.
+    """Status and six panels of one sink: snapshot history, commit cadence, freshness, consumer lag,
+    files per commit and fan-out; one colour per table in every panel.
 
-    ``refresh()`` reads everything once and updates the figures (no browser needed: the data is in
-    ``frames`` and in the widgets' traces); ``start()`` refreshes every ``every_s`` seconds in a
-    background thread until ``stop()``; ``run(seconds)`` does the same in the foreground.
-    ``figure()`` is a static snapshot of all panels, for places where widgets do not render
-    (papermill, nbconvert, GitHub).
+    ``refresh()`` reads everything once and redraws (no browser needed: the data is in ``frames``,
+    the panels in ``figures``, the figure shown in ``live``); ``start()`` refreshes every ``every_s``
+    seconds in a background thread until ``stop()``, which refreshes once more so the figure left
+    in the notebook is the final state; ``run(seconds)`` refreshes in the foreground. ``figure()``
+    is that figure, as a ``go.Figure``.
     """
 
     def __init__(self, sink: IcebergSink, tables: Iterable[str] | None = None, every_s: float = 2.0,
                  lag_samples: int = 500):
-        import ipywidgets as widgets
-
         self.sink = sink
         self.stack = sink.stack
         self.config = sink.config
@@ -53,8 +57,10 @@ class Dashboard:
         self.lag_samples = lag_samples
         self.frames: dict[str, pd.DataFrame] = {}
         self.figures: dict[str, go.Figure] = {}
+        self.live: go.Figure | None = None  # the figure the notebook shows now
         self.refreshes = 0
         self.error: str | None = None
+        self.header = self._header_html(None)
         self._catalog: Catalog | None = None
         self._log: frames.ControlLog | None = None
         self._version: tuple[Any, ...] = ()
@@ -62,16 +68,8 @@ class Dashboard:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.header = widgets.HTML(value=self._header_html(None))
-        self.widgets = {name: go.FigureWidget(layout={"height": PANEL_HEIGHT, "template": figures.TEMPLATE})
-                        for name in PANELS}
-        w = self.widgets
-        self.box = widgets.VBox([
-            self.header,
-            widgets.HBox([w["snapshots"], w["cadence"]]),
-            widgets.HBox([w["freshness"], w["lag"]]),
-            widgets.HBox([w["files"], w["fan_out"]]),
-        ])
+        self._shown = False
+        self._out: Any = None  # the live view (an ipywidgets Output), once displayed
 
     # ---- reading
     @property
@@ -129,25 +127,35 @@ class Dashboard:
             for name in PANELS:
                 if name in redraw:
                     self.figures[name] = make[name]()
-                    sync(self.widgets[name], self.figures[name], PANEL_HEIGHT)
             self.refreshes += 1
             self.error = None
-            self.header.value = self._header_html(lag)
-            return self.frames
+            self.header = self._header_html(lag)
+            self.live = figures.combine([self.figures[name] for name in PANELS], title=self._title(lag),
+                                        height_per_row=PANEL_HEIGHT)
+        self._show()
+        return self.frames
 
-    def _header_html(self, lag: pd.DataFrame | None) -> str:
+    def _status_parts(self, lag: pd.DataFrame | None) -> tuple[Any, list[str]]:
         status = self.sink.status()
-        color = {"RUNNING": "#2e7d32", "FAILED": "#c62828"}.get(status.state, "#555")
         last = status.last_commit
         behind = 0 if lag is None or lag.empty else int(lag[lag["at"] == lag["at"].max()]["lag"].sum())
-        parts = [f'<b style="color:{color}">{html.escape(status.name)}: {status.state}</b>',
-                 f"{status.cycles} cycles, {status.records:,} records",
+        parts = [f"{status.cycles} cycles, {status.records:,} records",
                  f"commit interval {self.config.commit_interval_ms / 1000:g} s", f"lag {behind:,}"]
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
-        parts.append(f"refreshed {self.refreshes}×")
-        text = " · ".join(parts)
+        return status, parts
+
+    def _title(self, lag: pd.DataFrame | None) -> str:
+        status, parts = self._status_parts(lag)
+        now = pd.Timestamp.now(tz="UTC").strftime("%H:%M:%S")
+        return (f"<b>{html.escape(status.name)}: {status.state}</b> · " + " · ".join(parts[:3]) + f" · as of {now} UTC"
+                + ("<br><span style='font-size:12px'>" + " · ".join(parts[3:]) + "</span>" if parts[3:] else ""))
+
+    def _header_html(self, lag: pd.DataFrame | None) -> str:
+        status, parts = self._status_parts(lag)
+        color = {"RUNNING": "#2e7d32", "FAILED": "#c62828"}.get(status.state, "#555")
+        text = f'<b style="color:{color}">{html.escape(status.name)}: {status.state}</b> · ' + " · ".join(parts)
         if self.error or status.trace:
             trace = (self.error or status.trace or "").strip().splitlines()[-1]
             text += f'<br><span style="color:#c62828">{html.escape(trace)}</span>'
@@ -168,7 +176,8 @@ class Dashboard:
                 except Exception:  # noqa: BLE001 - a dashboard shows its errors and keeps trying
                     self.error = traceback.format_exc()
                     with contextlib.suppress(Exception):
-                        self.header.value = self._header_html(None)
+                        self.header = self._header_html(None)
+                        self._show()
                 self._stop.wait(max(0.0, self.every_s - (time.monotonic() - began)))
 
         self._thread = threading.Thread(target=loop, name=f"sinklab-dashboard-{self.config.name}", daemon=True)
@@ -176,15 +185,19 @@ class Dashboard:
         return self
 
     def stop(self, timeout: float = 30) -> Dashboard:
-        """Stop refreshing and close the Kafka consumer (a later refresh opens a new one)."""
+        """Stop refreshing, refresh once more (the live view and ``figure()`` show the final state) and
+        close the Kafka consumer (a later refresh opens a new one)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+        try:
+            self.refresh()
+        finally:
+            with self._lock:
+                if self._log is not None:
+                    self._log.close()
+                    self._log = None
         return self
 
     def run(self, seconds: float) -> Dashboard:
@@ -199,40 +212,35 @@ class Dashboard:
 
     # ---- showing
     def figure(self) -> go.Figure:
-        """All panels as one static figure (refreshes first if nothing was read yet)."""
-        if not self.figures:
+        """Every panel as one figure, as last refreshed (refreshes first if nothing was read yet)."""
+        if self.live is None:
             self.refresh()
-        return figures.combine([self.figures[name] for name in PANELS],
-                               title=f"sink {self.config.name} after {self.refreshes} refreshes")
+        assert self.live is not None
+        return self.live
 
     def _ipython_display_(self) -> None:
+        """The live view: an ipywidgets ``Output`` that the background thread updates through its comm,
+        whichever cell runs meanwhile. Widgets need a running kernel; for exports, GitHub and saved
+        notebooks, show ``figure()`` after ``stop()`` (a plain output, with a PNG)."""
+        import ipywidgets as widgets
         from IPython.display import display
 
-        display(self.box)
+        if self.live is None:
+            self.refresh()
+        self._out = widgets.Output(layout={"min_height": f"{PANEL_HEIGHT * 3 + 110}px"})
+        display({"application/vnd.jupyter.widget-view+json": {
+                    "model_id": self._out.model_id, "version_major": 2, "version_minor": 0},
+                 "text/plain": f"live dashboard of sink {self.config.name} (it moves in JupyterLab while the kernel "
+                               "runs; dashboard.figure() after dashboard.stop() shows its final state anywhere)"},
+                raw=True)
+        self._shown = True
+        self._show()
+
+    def _show(self) -> None:
+        if not self._shown or self.live is None:
+            return
+        data = {render.PLOTLY_MIME: json.loads(self.live.to_json()), "text/plain": "sinklab dashboard"}
+        self._out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
     def __repr__(self) -> str:
-        return re.sub(r"<[^>]+>", "", self._header_html(self.frames.get("lag")))
-
-
-def sync(widget: go.FigureWidget, fig: go.Figure, height: int | None = None) -> None:
-    """Make ``widget`` show ``fig``: traces updated in place when their number and types match (so the
-    viewer's zoom and hidden legend entries stay), replaced otherwise."""
-    # to_plotly_json keeps numpy arrays (to_dict would base64-encode them), so the traces stay readable.
-    data: list[dict[str, Any]] = [trace.to_plotly_json() for trace in fig.data]
-    layout: dict[str, Any] = fig.layout.to_plotly_json()
-    layout.setdefault("shapes", [])
-    layout.setdefault("annotations", [])
-    if height:
-        layout["height"] = height
-    if widget.layout.template.layout.to_plotly_json():
-        layout.pop("template", None)  # set once: copying a whole template costs more than the data
-    with widget.batch_update():
-        same = len(widget.data) == len(data) and all(
-            t.type == d.get("type", "scatter") for t, d in zip(widget.data, data, strict=True))
-        if same:
-            for trace, props in zip(widget.data, data, strict=True):
-                trace.update({k: v for k, v in props.items() if k not in ("type", "uid")}, overwrite=True)
-        else:
-            widget.data = ()
-            widget.add_traces(data)
-        widget.layout.update(layout, overwrite=True)
+        return re.sub(r"<[^>]+>", "", self.header)

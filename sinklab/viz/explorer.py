@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 
 RESULT_COLUMNS = [
     "interval_ms", "records", "snapshots", "window_s", "snapshots_per_hour", "files", "files_per_table_per_hour",
-    "mean_file_kib", "p50_s", "p90_s", "p99_s", "max_s", "mean_cycle_ms",
+    "mean_file_kib", "p50_s", "p90_s", "p99_s", "max_s", "mean_cycle_ms", "note",
 ]
 HOUR_S = 3600.0
+# Fewer commits than this say nothing about a rate per hour: three commits in seven seconds are not
+# "36,277 snapshots per day".
+MIN_COMMITS = 5
 
 
 @dataclass
@@ -65,7 +68,11 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
       its window (first record produced → last commit visible), scaled to an hour;
     - ``mean_file_kib``: the mean size of the data files it wrote;
     - ``mean_cycle_ms``: how long its cycles took (read, convert, write, commit): the floor under
-      any interval.
+      any interval;
+    - ``note``: "not enough data" when a run made fewer than ``MIN_COMMITS`` commits: its per-hour
+      figures are left empty rather than projected (send more events, or a longer stream).
+
+    ``snapshots`` and ``visibility`` name each run's series ``interval 1 s`` (column ``series``).
     """
     from sinklab.generators import Generator as GeneratorType
     from sinklab.sink import IcebergSink
@@ -104,8 +111,11 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
         finally:
             sink.stop()
         snaps = frames.snapshots(stack, run["table"])
-        snaps = snaps[snaps["sink"] == run["sink"]].assign(interval_ms=run["interval_ms"])
-        vis = frames.visibility(snaps, frames.record_times(stack, run["topic"])).assign(interval_ms=run["interval_ms"])
+        label = f"interval {run['interval_ms'] / 1000:g} s"
+        snaps = snaps[snaps["sink"] == run["sink"]].assign(interval_ms=run["interval_ms"], series=label)
+        # The priming sink took Spark's warm-up: no cycle of a run is a warm-up cycle.
+        vis = frames.visibility(snaps, frames.record_times(stack, run["topic"])).assign(
+            interval_ms=run["interval_ms"], series=label, warmup=False)
         rows.append(_measure(run["interval_ms"], snaps, vis, frames.cycles(stack, sink=run["sink"])))
         snaps_all.append(snaps)
         vis_all.append(vis)
@@ -139,7 +149,7 @@ def _measure(interval: int, snaps: pd.DataFrame, vis: pd.DataFrame, cycle_frame:
     n_snaps = len(snaps)
     n_files = int(snaps["added_files"].sum())
     window = ((snaps["visible_at"].max() - done["produced_at"].min()).total_seconds()
-              if n_snaps and not done.empty else float("nan"))
+              if n_snaps >= MIN_COMMITS and not done.empty else float("nan"))
     cycles_in = cycle_frame[cycle_frame["commit_id"].isin(set(snaps["commit_id"]))]
     return {
         "interval_ms": interval, "records": len(done), "snapshots": n_snaps, "window_s": window,
@@ -149,4 +159,5 @@ def _measure(interval: int, snaps: pd.DataFrame, vis: pd.DataFrame, cycle_frame:
         "p50_s": done["latency_s"].quantile(0.5), "p90_s": done["latency_s"].quantile(0.9),
         "p99_s": done["latency_s"].quantile(0.99), "max_s": done["latency_s"].max(),
         "mean_cycle_ms": cycles_in["duration_ms"].mean() if not cycles_in.empty else float("nan"),
+        "note": "" if n_snaps >= MIN_COMMITS else f"not enough data: {n_snaps} commits (< {MIN_COMMITS})",
     }

@@ -15,6 +15,32 @@ TEMPLATE = "plotly_white"
 MAX_POINTS = 5_000
 
 
+# One colour per series (a table, a partition, an interval), the same in every panel that shows it.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+WARMUP_COLOR = "#b0b0b0"
+
+
+def colors(names: Any) -> dict[str, str]:
+    """A colour for each series, by its place among the sorted names: frames that hold the same tables
+    give each table the same colour in every figure."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(sorted({str(n) for n in names}))}
+
+
+def series(frame: pd.DataFrame) -> pd.Series:
+    """The name a row's series is drawn under: a readable ``series`` column when the frame has one
+    (the explorer's ``interval 1 s``), else its ``table``."""
+    return frame["series"] if "series" in frame.columns else frame["table"]
+
+
+def integer_axis(fig: go.Figure, values: Any, axis: str = "y", **where: Any) -> None:
+    """Counts get whole-number ticks: no 0.2 records. ``values`` are the counts drawn on that axis."""
+    array = np.asarray(values, dtype=float)
+    top = float(np.nanmax(array)) if array.size and not np.isnan(array).all() else 0.0
+    update = fig.update_yaxes if axis == "y" else fig.update_xaxes
+    update(tickformat=",d", rangemode="tozero", **({"dtick": 1} if top <= 5 else {}), **where)
+
+
 def _figure(title: str, x: str, y: str, **layout: Any) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, title=title, xaxis_title=x, yaxis_title=y, legend_title_text="",
@@ -39,7 +65,8 @@ def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.F
     Sink commits are circles; other writers' snapshots (compaction, a user's DELETE) are crosses.
     """
     fig = _figure(title, "visible at (UTC)", "rows in the table")
-    for table, group in snaps.groupby("table", sort=True):
+    palette = colors(series(snaps))
+    for table, group in snaps.groupby(series(snaps), sort=True):
         by_sink = group["sink"].notna().to_numpy()
         custom = np.column_stack([
             group["snapshot_id"].astype(str), group["operation"].fillna(""), group["added_records"],
@@ -48,22 +75,27 @@ def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.F
         ])
         fig.add_trace(go.Scatter(
             x=group["visible_at"], y=group["total_records"], mode="lines+markers", name=str(table),
-            marker={"symbol": np.where(by_sink, "circle", "x"), "size": 9}, customdata=custom,
+            legendgroup=str(table), line={"color": palette[str(table)]},
+            marker={"symbol": np.where(by_sink, "circle", "x"), "size": 9, "color": palette[str(table)]},
+            customdata=custom,
             hovertemplate=("<b>%{fullData.name}</b> snapshot %{customdata[0]} (%{customdata[1]})<br>"
                            "%{x}<br>rows %{y:,} (+%{customdata[2]:,} records, %{customdata[3]} files, "
                            "%{customdata[4]})<br>by %{customdata[7]}, commit %{customdata[6]}<br>"
                            "offsets:<br>%{customdata[5]}<extra></extra>"),
         ))
+    integer_axis(fig, snaps["total_records"])
     return fig
 
 
 def plot_cadence(cad: pd.DataFrame, interval_ms: int | None = None,
                  title: str = "Commit cadence: time between commits") -> go.Figure:
     """Each gap between two commits of a table, against the configured commit interval (dashed)."""
-    fig = _figure(title, "commit visible at (UTC)", "seconds since the previous commit")
-    for table, group in cad.groupby("table", sort=True):
+    fig = _figure(title, "commit visible at (UTC)", "time since the previous commit (s)")
+    palette = colors(series(cad))
+    for table, group in cad.groupby(series(cad), sort=True):
         fig.add_trace(go.Scatter(
-            x=group["at"], y=group["gap_s"], mode="markers+lines", name=str(table),
+            x=group["at"], y=group["gap_s"], mode="markers+lines", name=str(table), legendgroup=str(table),
+            line={"color": palette[str(table)]},
             customdata=group["snapshot_id"].astype(str),
             hovertemplate="%{fullData.name}<br>%{x}<br>gap %{y:.2f} s<br>snapshot %{customdata}<extra></extra>"))
     interval = interval_ms / 1000 if interval_ms else (cad["interval_s"].dropna().iloc[0]
@@ -76,16 +108,30 @@ def plot_cadence(cad: pd.DataFrame, interval_ms: int | None = None,
     return fig
 
 
-def plot_fan_out(commit_frame: pd.DataFrame, title: str = "Fan-out: records per table per cycle") -> go.Figure:
-    """Stacked bars: each cycle's records, split by the table they went to."""
-    fig = _figure(title, "cycle", "records", barmode="stack")
+def plot_fan_out(commit_frame: pd.DataFrame, title: str = "Fan-out: records per table per cycle",
+                 cycle_frame: pd.DataFrame | None = None) -> go.Figure:
+    """Grouped bars: each cycle's rows per table it wrote. A record routed to two tables is a row in
+    each, so the bars of a cycle can add up to more than it read; with ``cycle_frame`` a black tick
+    marks what each cycle read from Kafka."""
+    fig = _figure(title, "cycle", "rows written per table", barmode="group")
+    palette = colors(commit_frame["table"])
     for table, group in commit_frame.groupby("table", sort=True):
         fig.add_trace(go.Bar(
-            x=group["cycle"], y=group["records"], name=str(table),
+            x=group["cycle"], y=group["records"], name=str(table), legendgroup=str(table),
+            marker={"color": palette[str(table)]},
             customdata=np.column_stack([group["data_files"], group["bytes"].map(_kib), group["commit_id"]]),
             hovertemplate=("%{fullData.name}<br>cycle %{x}: %{y:,} records, %{customdata[0]} files, "
                            "%{customdata[1]}<br>commit %{customdata[2]}<extra></extra>")))
+    if cycle_frame is not None and not cycle_frame.empty:
+        fig.add_trace(go.Scatter(x=cycle_frame["cycle"], y=cycle_frame["read"], mode="markers", name="read from Kafka",
+                                 marker={"symbol": "line-ew-open", "size": 28, "color": "black",
+                                         "line": {"width": 2}},
+                                 hovertemplate="cycle %{x}: %{y:,} records read<extra></extra>"))
+    if commit_frame["table"].nunique() > 1:
+        fig.add_annotation(text="a record routed to two tables is a row in each", showarrow=False,
+                           xref="paper", yref="paper", x=0, y=1.06, xanchor="left", font={"size": 11})
     fig.update_xaxes(dtick=1 if commit_frame["cycle"].nunique() <= 30 else None)
+    integer_axis(fig, commit_frame["records"])
     return fig
 
 
@@ -93,8 +139,13 @@ def plot_sankey(flow_frame: pd.DataFrame, title: str = "Fan-out: topics → sink
     """Where the records went: each topic into the sink, the sink into each table (or dead letters)."""
     nodes = list(dict.fromkeys([*flow_frame["source"], *flow_frame["target"]]))
     index = {n: i for i, n in enumerate(nodes)}
+    inflow = flow_frame.groupby("target")["records"].sum()
+    outflow = flow_frame.groupby("source")["records"].sum()
+    # A picture has no hover: every node says how many records reached it (a topic: how many left it).
+    labels = [f"{n}: {int(inflow.get(n, outflow.get(n, 0))):,}" for n in nodes]
     fig = go.Figure(go.Sankey(
-        node={"label": nodes, "pad": 18, "thickness": 16},
+        node={"label": labels, "pad": 18, "thickness": 16, "customdata": nodes,
+              "hovertemplate": "%{customdata}: %{value:,} records<extra></extra>"},
         link={"source": [index[s] for s in flow_frame["source"]], "target": [index[t] for t in flow_frame["target"]],
               "value": flow_frame["records"].tolist(),
               "hovertemplate": "%{source.label} → %{target.label}: %{value:,} records<extra></extra>"},
@@ -108,74 +159,114 @@ def plot_files(snaps: pd.DataFrame, title: str = "Files per commit and their mea
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.update_layout(template=TEMPLATE, title=title, barmode="group", legend_title_text="",
                       margin={"t": 60, "r": 60, "b": 50, "l": 60})
-    for table, group in snaps[snaps["added_files"] > 0].groupby("table", sort=True):
+    palette = colors(series(snaps))
+    written = snaps[snaps["added_files"] > 0]
+    for table, group in written.groupby(series(written), sort=True):
         mean = group["added_bytes"] / group["added_files"] / 1024
+        color = palette[str(table)]
         fig.add_trace(go.Bar(x=group["visible_at"], y=group["added_files"], name=f"{table}: files",
+                             legendgroup=str(table), marker={"color": color, "opacity": 0.55},
                              customdata=np.column_stack([group["added_records"], group["added_bytes"].map(_kib)]),
                              hovertemplate=("%{fullData.name}<br>%{x}<br>%{y} files, %{customdata[0]:,} records, "
                                             "%{customdata[1]}<extra></extra>")), secondary_y=False)
         fig.add_trace(go.Scatter(x=group["visible_at"], y=mean, mode="lines+markers", name=f"{table}: mean KiB",
+                                 legendgroup=str(table), line={"color": color}, marker={"symbol": "diamond"},
                                  hovertemplate="%{fullData.name}<br>%{x}<br>%{y:,.1f} KiB per file<extra></extra>"),
                       secondary_y=True)
     fig.update_xaxes(title_text="commit visible at (UTC)")
-    fig.update_yaxes(title_text="data files added", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="mean file size (KiB)", secondary_y=True, rangemode="tozero", showgrid=False)
+    fig.update_yaxes(title_text="data files added (bars)", secondary_y=False)
+    integer_axis(fig, written["added_files"], secondary_y=False)
+    fig.update_yaxes(title_text="mean file size (KiB, line)", secondary_y=True, rangemode="tozero", showgrid=False)
     return fig
 
 
-def plot_freshness(fresh: pd.DataFrame, title: str = "Freshness: now − VTTS") -> go.Figure:
-    """A sawtooth per table: staleness falls at each commit to (commit − VTTS), then grows until the next."""
-    fig = _figure(title, "time (UTC)", "seconds behind (now − valid-through timestamp)")
-    for table, group in fresh.groupby("table", sort=True):
+def plot_freshness(fresh: pd.DataFrame, title: str = "Freshness: now − VTTS",
+                   interval_ms: int | None = None) -> go.Figure:
+    """A sawtooth per table: staleness falls at each commit to (commit − VTTS), then grows until the
+    next; the commit interval dashed."""
+    fig = _figure(title, "time (UTC)", "behind: now − valid-through time (s)")
+    palette = colors(series(fresh))
+    for table, group in fresh.groupby(series(fresh), sort=True):
         xs: list[Any] = []
         ys: list[float] = []
         for row in group.itertuples(index=False):
             xs += [row.at, row.until]
             ys += [row.fresh_s, row.stale_s]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=str(table),
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=str(table), legendgroup=str(table),
+                                 line={"color": palette[str(table)]},
                                  hovertemplate="%{fullData.name}<br>%{x}<br>%{y:.2f} s behind<extra></extra>"))
         fig.add_trace(go.Scatter(x=group["at"], y=group["fresh_s"], mode="markers", name=f"{table}: commits",
-                                 showlegend=False, marker={"size": 7},
+                                 showlegend=False, marker={"size": 7, "color": palette[str(table)]},
+                                 legendgroup=str(table),
                                  customdata=group["vtts"].astype(str),
                                  hovertemplate="commit at %{x}<br>VTTS %{customdata}<br>%{y:.2f} s<extra></extra>"))
+    if interval_ms:
+        fig.add_hline(y=interval_ms / 1000, line_dash="dash", line_color="gray",
+                      annotation_text=f"commit interval {interval_ms / 1000:g} s", annotation_position="top left")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
 
-def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produced → readable") -> go.Figure:
-    """Per record, produce time to commit time: over time (left) and its distribution with p50 and p99 (right)."""
+def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produced → readable",
+                    interval_ms: int | None = None) -> go.Figure:
+    """Per record, produce time to commit time: over time (left) and its distribution with p50 and p99
+    (right). The warm-up cycle's records (the backlog before the sink started, Spark's warm-up; see
+    :func:`sinklab.viz.frames.visibility`) are grey and left out of the distribution and its
+    percentiles; the commit interval is dashed."""
+    from sinklab.viz.frames import steady
+
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1,
-                        subplot_titles=("each record", "distribution"))
+                        subplot_titles=("each record", "distribution (warm-up cycle left out)"))
     fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", barmode="overlay",
                       margin={"t": 80, "r": 20, "b": 50, "l": 60})
     done = vis.dropna(subset=["latency_s"])
-    for table, group in done.groupby("table", sort=True):
+    kept = steady(vis)
+    palette = colors(series(done)) if not done.empty else {}
+    warm = done[done["warmup"].astype(bool)] if "warmup" in done.columns else done.iloc[0:0]
+    if not warm.empty:
+        shown = warm.sample(MAX_POINTS, random_state=0).sort_index() if len(warm) > MAX_POINTS else warm
+        fig.add_trace(go.Scattergl(x=shown["produced_at"], y=shown["latency_s"], mode="markers",
+                                   name="first cycle (warm-up)", marker={"size": 4, "color": WARMUP_COLOR},
+                                   hovertemplate="produced %{x}<br>visible after %{y:.2f} s (warm-up cycle)"
+                                                 "<extra></extra>"), row=1, col=1)
+    for table, group in kept.groupby(series(kept), sort=True):
         shown = group.sample(MAX_POINTS, random_state=0).sort_index() if len(group) > MAX_POINTS else group
+        color = palette[str(table)]
         fig.add_trace(go.Scattergl(x=shown["produced_at"], y=shown["latency_s"], mode="markers", name=str(table),
-                                   marker={"size": 4, "opacity": 0.6}, legendgroup=str(table),
+                                   marker={"size": 4, "opacity": 0.6, "color": color}, legendgroup=str(table),
                                    hovertemplate="produced %{x}<br>visible after %{y:.2f} s<extra></extra>"),
                       row=1, col=1)
         fig.add_trace(go.Histogram(x=group["latency_s"], name=str(table), legendgroup=str(table), showlegend=False,
-                                   opacity=0.7, nbinsx=40), row=1, col=2)
-    if not done.empty:
+                                   marker={"color": color}, opacity=0.7, nbinsx=40,
+                                   hovertemplate="%{x} s: %{y:,} records<extra></extra>"), row=1, col=2)
+    if not kept.empty:
         for q, dash in ((0.5, "dot"), (0.99, "dash")):
-            value = float(done["latency_s"].quantile(q))
-            fig.add_vline(x=value, line_dash=dash, line_color="gray", row=1, col=2,
+            value = float(kept["latency_s"].quantile(q))
+            fig.add_vline(x=value, line_dash=dash, line_color="black", row=1, col=2,
                           annotation_text=f"p{round(q * 100)} {value:.2f} s", annotation_position="top right")
+    if interval_ms:
+        fig.add_hline(y=interval_ms / 1000, line_dash="dash", line_color="gray", row=1, col=1,
+                      annotation_text=f"commit interval {interval_ms / 1000:g} s", annotation_position="top left")
     fig.update_xaxes(title_text="produced at (UTC)", row=1, col=1)
-    fig.update_yaxes(title_text="seconds until readable", rangemode="tozero", row=1, col=1)
-    fig.update_xaxes(title_text="seconds until readable", row=1, col=2)
-    fig.update_yaxes(title_text="records", row=1, col=2)
+    fig.update_yaxes(title_text="time until readable (s)", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="time until readable (s)", row=1, col=2)
+    fig.update_yaxes(title_text="records", tickformat=",d", row=1, col=2)
     return fig
 
 
 def plot_lag(lag: pd.DataFrame, title: str = "Consumer lag per partition") -> go.Figure:
-    """Records produced but not yet committed, per partition, over time."""
-    fig = _figure(title, "time (UTC)", "records behind")
+    """Records produced but not yet committed, per partition, over time. Its peaks depend on when it was
+    sampled: the dashboard samples it at every refresh (mid-interval too), ``lag_history`` right after
+    each commit — say which in the title."""
+    fig = _figure(title, "time (UTC)", "records behind (lag)")
+    names = [f"{t}[{p}]" for t, p in zip(lag["topic"], lag["partition"], strict=True)]
+    palette = colors(names)
     for (topic, partition), group in lag.groupby(["topic", "partition"], sort=True):
-        fig.add_trace(go.Scatter(x=group["at"], y=group["lag"], mode="lines+markers", name=f"{topic}[{partition}]",
+        name = f"{topic}[{partition}]"
+        fig.add_trace(go.Scatter(x=group["at"], y=group["lag"], mode="lines+markers", name=name, legendgroup=name,
+                                 line={"color": palette[name]},
                                  hovertemplate="%{fullData.name}<br>%{x}<br>lag %{y:,}<extra></extra>"))
-    fig.update_yaxes(rangemode="tozero")
+    integer_axis(fig, lag["lag"])
     return fig
 
 
@@ -184,12 +275,16 @@ def plot_counters(cycle_frame: pd.DataFrame, title: str = "What the sink counted
     table, bad records by kind (``dead-lettered``, their total, is left out: it would count them twice)."""
     fig = _figure(title, "cycle", "records", barmode="stack")
     kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in ("records", "dead-lettered")})
+    palette = colors(kinds)
+    top: list[int] = [0]
     for kind in kinds:
         values = [int(c.get(kind, 0)) for c in cycle_frame["counters"]]
         if any(values):
-            fig.add_trace(go.Bar(x=cycle_frame["cycle"], y=values, name=kind,
+            top.append(sum(values))
+            fig.add_trace(go.Bar(x=cycle_frame["cycle"], y=values, name=kind, marker={"color": palette[kind]},
                                  hovertemplate=f"{kind}<br>cycle %{{x}}: %{{y:,}}<extra></extra>"))
     fig.update_xaxes(dtick=1 if cycle_frame["cycle"].nunique() <= 30 else None)
+    integer_axis(fig, top)
     return fig
 
 
@@ -227,40 +322,84 @@ def plot_schemas(schema_frame: pd.DataFrame, title: str = "Schema history: colum
 
 def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off") -> go.Figure:
     """The explorer's runs: visibility latency against snapshots per hour, files per table per hour and
-    mean file size, one point per commit interval."""
+    mean file size, one point per commit interval (p50 and p99 in the same colours in every panel).
+    Intervals with too few commits to project from (``per_hour`` is NaN) are named in a note instead."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "latency vs snapshots/hour", "latency vs files/table/hour", "latency vs mean file size"))
-    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 50, "l": 60})
-    labels = [f"{ms / 1000:g} s" for ms in results["interval_ms"]]
+    fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 80, "l": 60})
+    measured = results.dropna(subset=["snapshots_per_hour"])
+    labels = [f"{ms / 1000:g} s" for ms in measured["interval_ms"]]
     panels = (("snapshots_per_hour", "snapshots per hour"), ("files_per_table_per_hour", "files per table per hour"),
               ("mean_file_kib", "mean file size (KiB)"))
     for col, (x, label) in enumerate(panels, start=1):
-        for q, symbol in (("p50_s", "circle"), ("p99_s", "diamond")):
+        for (q, symbol), color in zip((("p50_s", "circle"), ("p99_s", "diamond")), PALETTE, strict=False):
             fig.add_trace(go.Scatter(
-                x=results[x], y=results[q], mode="lines+markers+text", text=labels, textposition="top center",
-                name=q.removesuffix("_s"), legendgroup=q, showlegend=col == 1, marker={"symbol": symbol, "size": 10},
+                x=measured[x], y=measured[q], mode="lines+markers+text", text=labels, textposition="top center",
+                name=f"{q.removesuffix('_s')} latency", legendgroup=q, showlegend=col == 1,
+                marker={"symbol": symbol, "size": 10, "color": color}, line={"color": color},
                 hovertemplate=f"interval %{{text}}<br>{label} %{{x:,.1f}}<br>{q[:3]} %{{y:.2f}} s<extra></extra>"),
                 row=1, col=col)
         fig.update_xaxes(title_text=label, row=1, col=col)
-    fig.update_yaxes(title_text="visibility latency (s)", rangemode="tozero", row=1, col=1)
+        fig.update_yaxes(title_text="visibility latency (s)", rangemode="tozero", row=1, col=col)
+    short = results[results["snapshots_per_hour"].isna()]
+    if not short.empty:
+        note = "; ".join(f"{ms / 1000:g} s: not enough data ({n} commits)"
+                         for ms, n in zip(short["interval_ms"], short["snapshots"], strict=True))
+        fig.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0, y=-0.28, xanchor="left",
+                           font={"color": "#c62828"})
     return fig
 
 
 def combine(figures: Sequence[go.Figure], cols: int = 2, title: str | None = None,
-            height_per_row: int = 360) -> go.Figure:
-    """Several figures as one grid of subplots (each keeps its traces and title), for a static snapshot."""
+            height_per_row: int = 340) -> go.Figure:
+    """Several figures as one grid of subplots (each keeps its traces, axis titles and title), for a
+    static snapshot. A series drawn in several panels (a table) keeps its colour and has one legend
+    entry, which shows or hides it everywhere."""
     rows = -(-len(figures) // cols)
     secondary = [[{"secondary_y": True} for _ in range(cols)] for _ in range(rows)]
-    grid = make_subplots(rows=rows, cols=cols, specs=secondary, vertical_spacing=0.14, horizontal_spacing=0.08,
-                         subplot_titles=[f.layout.title.text or "" for f in figures])
+    grid = make_subplots(rows=rows, cols=cols, specs=secondary, vertical_spacing=0.5 / rows,
+                         horizontal_spacing=0.2, subplot_titles=[f.layout.title.text or "" for f in figures])
+    legend: set[str] = set()
+    colour: dict[str, str] = {}  # across the grid: a table and a partition never share a colour
     for i, fig in enumerate(figures):
         row, col = divmod(i, cols)
-        for trace in fig.data:
+        for original in fig.data:
+            trace = type(original)(original)  # a copy: the panel's own figure keeps its names
             on_right = getattr(trace, "yaxis", None) not in (None, "y")
+            group = trace.legendgroup or trace.name
+            shown = trace.showlegend is not False and group not in legend
+            if shown:
+                legend.add(group)
+            trace.update(legendgroup=group, showlegend=shown, name=group if shown else trace.name)
+            _recolor(trace, colour.setdefault(group, PALETTE[len(colour) % len(PALETTE)]))
             grid.add_trace(trace, row=row + 1, col=col + 1, secondary_y=on_right)
-    grid.update_layout(template=TEMPLATE, title=title, height=height_per_row * rows, showlegend=False,
-                       margin={"t": 80, "r": 20, "b": 40, "l": 60})
+        for axis, on_right in (("yaxis", False), ("yaxis2", True)):
+            source = getattr(fig.layout, axis, None)
+            if source is not None and source.title.text:
+                grid.update_yaxes(title_text=source.title.text, title_font={"size": 11}, tickformat=source.tickformat,
+                                  dtick=source.dtick, rangemode=source.rangemode, row=row + 1, col=col + 1,
+                                  secondary_y=on_right)
+        if fig.layout.xaxis.title.text:
+            grid.update_xaxes(title_text=fig.layout.xaxis.title.text, title_font={"size": 11}, row=row + 1,
+                              col=col + 1)
+        for shape in fig.layout.shapes:
+            # A horizontal reference line (the commit interval): keep it.
+            if str(shape.xref).endswith("domain") and shape.y0 == shape.y1 and shape.yref in (None, "y"):
+                grid.add_hline(y=shape.y0, line_dash=shape.line.dash, line_color=shape.line.color, row=row + 1,
+                               col=col + 1, exclude_empty_subplots=False)
+    grid.update_layout(template=TEMPLATE, title=title, height=height_per_row * rows, showlegend=True,
+                       legend={"x": 1.02, "y": 1, "yanchor": "top"}, margin={"t": 110, "r": 170, "b": 40, "l": 60})
     return grid
+
+
+def _recolor(trace: Any, color: str) -> None:
+    """Give a series trace its grid-wide colour; fixed colours (the warm-up's grey, black marks) stay."""
+    marker = getattr(trace, "marker", None)
+    line = getattr(trace, "line", None)
+    if marker is not None and isinstance(marker.color, str) and marker.color in PALETTE:
+        marker.color = color
+    if line is not None and isinstance(line.color, str) and line.color in PALETTE:
+        line.color = color
 
 
 # ---- maintenance

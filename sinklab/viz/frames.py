@@ -61,7 +61,7 @@ CYCLE_COLUMNS = [
     "bytes", "duration_ms", "offsets", "counters",
 ]
 RECORD_COLUMNS = ["topic", "partition", "offset", "produced_at"]
-VISIBILITY_COLUMNS = [*RECORD_COLUMNS, "table", "snapshot_id", "visible_at", "latency_s"]
+VISIBILITY_COLUMNS = [*RECORD_COLUMNS, "table", "snapshot_id", "visible_at", "latency_s", "warmup"]
 LAG_COLUMNS = ["at", "topic", "partition", "end", "committed", "lag"]
 
 
@@ -459,6 +459,8 @@ def cadence(snaps: pd.DataFrame, interval_ms: int | None = None, sink: str | Non
         "table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
         "gap_s": own.groupby("table")["visible_at"].diff().dt.total_seconds(),
     })
+    if "series" in own.columns:  # a readable name for the table's series (the explorer's)
+        out["series"] = own["series"]
     out = out.dropna(subset=["gap_s"]).reset_index(drop=True)
     out["interval_s"] = interval_ms / 1000 if interval_ms else np.nan
     out["ratio"] = out["gap_s"] / out["interval_s"]
@@ -477,6 +479,8 @@ def freshness(snaps: pd.DataFrame, now: pd.Timestamp | None = None, sink: str | 
     own = own[own["vtts"].notna()].sort_values(["table", "visible_at"])
     out = pd.DataFrame({"table": own["table"], "snapshot_id": own["snapshot_id"], "at": own["visible_at"],
                         "vtts": own["vtts"]})
+    if "series" in own.columns:
+        out["series"] = own["series"]
     out["until"] = out.groupby("table")["at"].shift(-1).fillna(now)
     out["fresh_s"] = (out["at"] - out["vtts"]).dt.total_seconds()
     out["stale_s"] = (out["until"] - out["vtts"]).dt.total_seconds()
@@ -591,6 +595,10 @@ def visibility(snaps: pd.DataFrame, records: pd.DataFrame, sink: str | None = No
     a binary search per partition, not a scan); it became visible at that snapshot's
     ``visible_at``. ``latency_s`` = visible_at − produced_at. Records not committed yet get NaT/NaN.
 
+    ``warmup`` marks the records of the sink's first snapshot of each table in ``snaps``: that cycle
+    carries the backlog produced before the sink started and Spark's warm-up, not the steady
+    latency; :func:`latency_percentiles` and the figures keep them apart.
+
     With a ``table`` column in ``records`` (:func:`table_record_times`) each record is matched
     against its own table only; without it (:func:`record_times`) against every table in ``snaps``,
     which is right when every table takes every record (no routing).
@@ -614,6 +622,7 @@ def visibility(snaps: pd.DataFrame, records: pd.DataFrame, sink: str | None = No
             chunk.loc[~found, "snapshot_id"] = pd.NA
             chunk["visible_at"] = pd.to_datetime(visible, utc=True)
             chunk.loc[~found, "visible_at"] = pd.NaT
+            chunk["warmup"] = found & (safe == 0)
             out.append(chunk)
     if not out:
         return _empty(VISIBILITY_COLUMNS)
@@ -622,16 +631,30 @@ def visibility(snaps: pd.DataFrame, records: pd.DataFrame, sink: str | None = No
     return frame[VISIBILITY_COLUMNS]
 
 
-def latency_percentiles(vis: pd.DataFrame, quantiles: Iterable[float] = (0.5, 0.9, 0.99)) -> pd.DataFrame:
-    """Per table: committed records and their visibility latency quantiles (``p50``, ``p99``, …) in seconds."""
+def steady(vis: pd.DataFrame) -> pd.DataFrame:
+    """The committed records outside the warm-up cycle (see :func:`visibility`)."""
+    done = vis.dropna(subset=["latency_s"])
+    return done[~done["warmup"].astype(bool)] if "warmup" in done.columns else done
+
+
+def latency_percentiles(vis: pd.DataFrame, quantiles: Iterable[float] = (0.5, 0.9, 0.99),
+                        warmup: bool = False) -> pd.DataFrame:
+    """Per table: committed records and their visibility latency quantiles (``p50``, ``p99``, …) in
+    seconds — without the warm-up cycle's records unless ``warmup`` (``warmup_records`` counts them)."""
     qs = list(quantiles)
     rows = []
-    for table, group in vis.dropna(subset=["latency_s"]).groupby("table"):
+    done = vis.dropna(subset=["latency_s"])
+    kept = done if warmup else steady(vis)
+    skipped = (done.groupby("table")["latency_s"].size() - kept.groupby("table")["latency_s"].size()) \
+        .fillna(0).astype(int) if not done.empty else pd.Series(dtype="int64")
+    for table, group in kept.groupby("table"):
         row: dict[str, Any] = {"table": table, "records": len(group)}
         row.update({f"p{round(q * 100):g}": group["latency_s"].quantile(q) for q in qs})
         row["max"] = group["latency_s"].max()
+        row["warmup_records"] = int(skipped.get(table, 0))
         rows.append(row)
-    return pd.DataFrame(rows, columns=["table", "records", *[f"p{round(q * 100):g}" for q in qs], "max"])
+    return pd.DataFrame(rows, columns=["table", "records", *[f"p{round(q * 100):g}" for q in qs], "max",
+                                       "warmup_records"])
 
 
 # ---- consumer lag

@@ -1,0 +1,175 @@
+"""The workbench as people see it: JupyterLab in a real browser (Debian's chromium, driven by Playwright),
+a notebook run through the UI, the live dashboard drawing and gaining points while the sink runs,
+and its final state left as a picture when it stops. Screenshots go to the test's output folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+import requests
+from test_notebooks import KERNEL, mentioning
+
+from sinklab.stack.process import LOOPBACK, free_port, stop_pid
+from sinklab.viz.render import chromium
+
+pytestmark = pytest.mark.spark
+
+OUTPUT = Path(__file__).resolve().parent.parent / ".sinklab" / "test-output" / "browser"
+# Points of the dashboard's live figure: plotly draws each marker as a path.point.
+POINTS = ".jp-OutputArea-output .js-plotly-plot .scatterlayer path.point"
+
+CELLS = [
+    """from sinklab import viz
+from sinklab.generators import PizzaGenerator
+from sinklab.sink import IcebergSink
+from sinklab.stack import Stack
+
+stack = Stack.embedded(WORKDIR, connect=False)
+stack.create_topic("pizzas", partitions=2)
+PizzaGenerator(seed=1).produce(stack, "pizzas", count=200, partitions=2).wait()
+sink = IcebergSink(stack, {"name": "browser", "config": {
+    "topics": "pizzas", "iceberg.tables": "rpc.pizzas", "iceberg.tables.auto-create-enabled": "true",
+    "iceberg.control.commit.interval-ms": "1000", "value.converter.schemas.enable": "false"}})
+sink.run_once()  # Spark's warm-up, before the dashboard""",
+    """sink.start()
+dashboard = viz.Dashboard(sink, every_s=1.0)
+dashboard.start()
+dashboard""",
+    """run = PizzaGenerator(seed=2).produce(stack, "pizzas", count=3000, rate=200, partitions=2)
+run.wait()
+viz.wait_caught_up(sink)
+sink.stop()
+dashboard.stop()
+print("DONE", sink.status().cycles, "cycles")
+dashboard.figure()  # the final state, as an ordinary output (with a PNG for exports)""",
+    "stack.close()",
+]
+
+
+@pytest.fixture()
+def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
+    """JupyterLab on a free loopback port with a token, serving a folder with the test's notebook;
+    stopped by PID (SIGTERM, wait, SIGKILL) whatever the test did."""
+    if chromium() is None:
+        pytest.fail("no chromium on PATH: `make tools` installs Debian's chromium")
+    workdir = tmp_path / "stack"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python (sinklab)", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(c.replace("WORKDIR", repr(str(workdir)))) for c in CELLS]
+    root = tmp_path / "lab"
+    root.mkdir()
+    nbformat.write(nb, root / "dashboard.ipynb")
+    port, token = free_port(), secrets.token_hex(16)
+    log = (tmp_path / "jupyterlab.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={LOOPBACK}", f"--ServerApp.port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
+         "--LabApp.news_url=", "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "JUPYTER_NO_CONFIG": "1"})
+    url = f"http://{LOOPBACK}:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{url}/api/status", params={"token": token}, timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None, (tmp_path / "jupyterlab.log").read_text()
+            assert time.monotonic() < deadline, "JupyterLab did not answer within 60 s"
+            time.sleep(0.3)
+        yield url, token, root / "dashboard.ipynb"
+    finally:
+        stop_pid(proc.pid, timeout=20)
+        log.close()
+        # The kernel stops with the server; a stack its notebook did not close is stopped here.
+        deadline = time.monotonic() + 15
+        while (left := mentioning(str(workdir))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in left:
+            stop_pid(pid, timeout=10, group=False)
+
+
+def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    url, token, notebook = lab
+    shutil.rmtree(OUTPUT, ignore_errors=True)  # this run's screenshots only
+    OUTPUT.mkdir(parents=True)
+    shots: list[Path] = []
+
+    def shot(page: object, name: str) -> None:
+        path = OUTPUT / f"{len(shots) + 1:02d}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+        shots.append(path)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        try:
+            page.goto(f"{url}/lab/tree/dashboard.ipynb?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            # The kernel must be connected, or "Run All Cells" is dropped: its status bar reads Idle.
+            page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
+            for _ in range(3):
+                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+                page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+                try:  # the first cell runs ([*]) or already ran ([1])
+                    page.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|1)\]")).first.wait_for(
+                        state="attached", timeout=15_000)
+                    break
+                except PlaywrightTimeout:
+                    continue
+
+            # Drawn: the live figure's SVG, then more points as the sink commits.
+            page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
+            shot(page, "dashboard-drawn")
+            counts = [page.locator(POINTS).count()]
+            deadline = time.monotonic() + 120
+            while counts[-1] <= counts[0] + 2 and time.monotonic() < deadline:
+                time.sleep(2)
+                counts.append(page.locator(POINTS).count())
+            shot(page, "dashboard-moving")
+            assert counts[-1] > counts[0] + 2, f"the dashboard gained no points: {counts}"
+
+            # Stopped: the live view refreshed once more, and the final state shows where it stopped...
+            page.locator(".jp-OutputArea-output pre", has_text="DONE").wait_for(timeout=180_000)
+            page.locator(".jp-OutputArea-output .js-plotly-plot .gtitle", has_text="browser: STOPPED").first \
+                .wait_for(state="attached", timeout=60_000)
+            shot(page, "dashboard-final")
+            # The last cell ran: every output is in.
+            page.locator(".jp-InputPrompt", has_text="[4]").first.wait_for(state="attached", timeout=120_000)
+            shot(page, "notebook-done")
+            # Saved, the cell that stopped it keeps figure()'s final state with its PNG, for viewers
+            # without JavaScript (an export, GitHub).
+            deadline = time.monotonic() + 60
+            while True:
+                page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+                page.locator(".lm-Menu-itemLabel", has_text="Save Notebook").first.click()
+                time.sleep(2)
+                outputs = nbformat.read(notebook, as_version=4).cells[2].outputs
+                figures = [o for o in outputs if "image/png" in o.get("data", {})]
+                if figures or time.monotonic() > deadline:
+                    break
+            assert [json.dumps(o["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]).count("STOPPED")
+                    for o in figures] == [1], outputs
+        except BaseException:
+            shot(page, "failed")
+            raise
+        finally:
+            browser.close()
+    print("\nscreenshots:", *map(str, shots), sep="\n  ")

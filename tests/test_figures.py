@@ -1,0 +1,81 @@
+"""Unit tests of sinklab.viz's pure logic on small hand-made frames (no stack): the warm-up rule, the
+explorer's not-enough-data rule, integer ticks, one colour and one legend entry per series, and the
+offline picture of every figure."""
+
+from __future__ import annotations
+
+import base64
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from sinklab import viz
+from sinklab.viz import explorer, figures, render
+
+
+def stamps(*seconds: float) -> pd.Series:
+    return pd.to_datetime(pd.Series(seconds) * 1000, unit="ms", utc=True)
+
+
+def test_latency_statistics_leave_the_warm_up_cycle_out() -> None:
+    vis = pd.DataFrame({
+        "table": ["t"] * 5, "latency_s": [30.0, 29.0, 1.0, 2.0, float("nan")],
+        "warmup": [True, True, False, False, False]})
+    pct = viz.latency_percentiles(vis, quantiles=(0.5,)).iloc[0]
+    assert (pct["records"], pct["p50"], pct["max"], pct["warmup_records"]) == (2, 1.5, 2.0, 2)
+    assert viz.latency_percentiles(vis, quantiles=(0.5,), warmup=True).iloc[0]["records"] == 4
+    assert viz.steady(vis)["latency_s"].tolist() == [1.0, 2.0]
+
+
+def snaps_frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"visible_at": stamps(*range(10, 10 + n)), "added_files": [2] * n,
+                         "added_bytes": [2048] * n, "commit_id": [f"c{i}" for i in range(n)]})
+
+
+def test_the_explorer_projects_nothing_from_fewer_than_five_commits() -> None:
+    vis = pd.DataFrame({"produced_at": stamps(0, 1), "latency_s": [1.0, 3.0]})
+    cycles = pd.DataFrame({"commit_id": ["c0"], "duration_ms": [500]})
+    few = explorer._measure(4000, snaps_frame(explorer.MIN_COMMITS - 1), vis, cycles)
+    assert pd.isna(few["snapshots_per_hour"]) and pd.isna(few["files_per_table_per_hour"])
+    assert few["note"] == "not enough data: 4 commits (< 5)" and few["p50_s"] == 2.0  # measured, not projected
+    enough = explorer._measure(1000, snaps_frame(explorer.MIN_COMMITS), vis, cycles)
+    assert enough["note"] == "" and enough["window_s"] == 14.0  # first produced (0 s) to last visible (14 s)
+    assert enough["snapshots_per_hour"] == 5 / 14 * 3600 and enough["mean_file_kib"] == 1.0
+
+    results = pd.DataFrame([enough, few], columns=explorer.RESULT_COLUMNS)
+    fig = figures.plot_tradeoff(results)
+    assert {len(t.x) for t in fig.data} == {1}  # only the interval with enough commits is drawn
+    assert fig.layout.annotations[-1].text == "4 s: not enough data (4 commits)"
+    p50 = {t.marker.color for t in fig.data if t.legendgroup == "p50_s"}
+    p99 = {t.marker.color for t in fig.data if t.legendgroup == "p99_s"}
+    assert len(p50) == len(p99) == 1 and p50 != p99  # one colour per series in all three panels
+    assert all(fig.layout[f"yaxis{i}"].title.text == "visibility latency (s)" for i in ("", "2", "3"))
+
+
+def test_counts_get_whole_ticks_and_series_one_colour_and_one_legend_entry() -> None:
+    snaps = pd.DataFrame({
+        "table": ["b.t", "a.t", "a.t"], "visible_at": stamps(1, 2, 3), "total_records": [1, 2, 3],
+        "added_records": [1, 2, 1], "added_files": [1, 1, 1], "added_bytes": [10, 10, 10],
+        "snapshot_id": [1, 2, 3], "operation": ["append"] * 3, "offsets": [None] * 3, "commit_id": ["c"] * 3,
+        "sink": ["s"] * 3})
+    history = figures.plot_snapshots(snaps)
+    assert (history.layout.yaxis.dtick, history.layout.yaxis.tickformat) == (1, ",d")
+    files = figures.plot_files(snaps)
+    assert files.layout.yaxis.dtick == 1 and files.layout.yaxis.title.text == "data files added (bars)"
+    colour = {t.name: t.line.color for t in history.data}
+    assert colour == {"a.t": figures.PALETTE[0], "b.t": figures.PALETTE[1]}
+    assert {t.legendgroup: t.marker.color for t in files.data if t.type == "bar"} == colour
+
+    grid = figures.combine([history, files])
+    legend = sorted(t.name for t in grid.data if t.showlegend)
+    assert legend == ["a.t", "b.t"]  # drawn in both panels, named once
+    assert history.data[0].name == "a.t" and files.data[0].name == "a.t: files"  # the panels keep their names
+    assert grid.layout.yaxis.title.text == "rows in the table"
+
+
+def test_every_figure_carries_a_picture() -> None:
+    fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
+    bundle = render.OfflineRenderer().to_mimebundle(fig.to_plotly_json())
+    assert bundle[render.PLOTLY_MIME]["data"][0]["type"] == "bar"
+    assert base64.b64decode(bundle[render.PNG_MIME]).startswith(b"\x89PNG")
+    assert set(fig._repr_mimebundle_()) >= {render.PLOTLY_MIME, render.PNG_MIME}  # the default renderer
