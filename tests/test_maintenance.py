@@ -191,6 +191,9 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     snaps = viz.snapshots(stack, table)
     assert "replace" in set(snaps["operation"]) and (snaps["total_files"].diff() < 0).any()
     assert len(viz.plot_table_growth(snaps, frame).layout.shapes) == len(frame)
+    board = viz.Dashboard(sink)
+    board.refresh()
+    assert len(board.frames["maintenance"]) == len(runs) and "maintenance runs" in board.header
     live = viz.files(stack, table)
     layout = viz.plot_file_layout(live, small_bytes=1 << 20)
     assert sum(sum(t.y) for t in layout.data if t.type == "bar") == (live["content"] == "data").sum()

@@ -111,6 +111,7 @@ class Dashboard:
                 "snapshots": snaps, "commits": commit_frame, "cycles": cycle_frame, "lag": lag,
                 "cadence": frames.cadence(snaps, interval, sink=config.name),
                 "freshness": frames.freshness(snaps, now, sink=config.name),
+                "maintenance": frames.maintenance_runs(self.stack, log=log),
             }
             # Building plotly figures costs CPU the sink's driver shares: only what changed is redrawn.
             version = (len(log), tuple(snaps["snapshot_id"]))
@@ -144,6 +145,12 @@ class Dashboard:
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
+        runs = self.frames.get("maintenance") if self.frames else None
+        if runs is not None and not runs.empty:
+            latest = runs.iloc[-1]
+            parts.append(f"{runs['ts'].nunique()} maintenance runs, the last {latest['duration_ms'] / 1000:.1f} s "
+                         f"({latest['rewritten_data_files']} files compacted, {latest['expired_snapshots']} snapshots "
+                         f"expired, next cycle {latest['delay_ms'] / 1000:.1f} s late)")
         return status, parts
 
     def _title(self, lag: pd.DataFrame | None) -> str:
