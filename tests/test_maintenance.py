@@ -43,6 +43,18 @@ def referenced_files(stack: Stack, table: str) -> set[str]:
     return {r.file_path for r in stack.spark.sql(f"SELECT file_path FROM sinklab.{table}.all_files").collect()}
 
 
+def resumes_exactly_once(stack: Stack, config: dict, topic: str, produced: list[str]) -> None:
+    """A new instance of the sink, after maintenance: it reads only what came since, and lands it once."""
+    produced += produce(stack, topic, 30, seed=999)
+    again = IcebergSink(stack, config)
+    try:
+        assert again.run_once().records == 30
+    finally:
+        again.stop()
+    got = order_ids(stack, f"{topic}.pizzas")
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+
+
 def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack_file: Path, tmp_path: Path,
                                                             unique: str) -> None:
     table = f"{unique}.pizzas"
@@ -116,14 +128,7 @@ def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack
     assert files_on_disk(stack, table) <= referenced_files(stack, table), "orphan files left"
 
     # Recovery after the expiry: the sink resumes exactly once from what was kept.
-    produced += produce(stack, unique, 30, seed=999)
-    resumed = IcebergSink(stack, config)
-    try:
-        assert resumed.run_once().records == 30
-    finally:
-        resumed.stop()
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    resumes_exactly_once(stack, config, unique, produced)
 
 
 def test_compaction_between_planning_and_publish_makes_the_sink_stage_again(
@@ -199,13 +204,4 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     assert sum(sum(t.y) for t in layout.data if t.type == "bar") == (live["content"] == "data").sum()
     got = order_ids(stack, table)
     assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
-
-    # The expired table still tells a new instance where to resume.
-    produced += produce(stack, unique, 10, seed=4)
-    again = IcebergSink(stack, config)
-    try:
-        assert again.run_once().records == 10
-    finally:
-        again.stop()
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    resumes_exactly_once(stack, config, unique, produced)  # the expired table still says where to resume
