@@ -12,6 +12,7 @@ import pytest
 from helpers import order_ids, produce, run_cli, sink_config
 
 from sinklab import viz
+from sinklab.generators import produce_json
 from sinklab.maintenance import Target, compact, maintain
 from sinklab.maintenance.operations import small_files
 from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
@@ -205,3 +206,28 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     got = order_ids(stack, table)
     assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
     resumes_exactly_once(stack, config, unique, produced)  # the expired table still says where to resume
+
+
+def test_compacting_a_cdc_table_applies_its_deletes(stack: Stack, unique: str) -> None:
+    table = f"{unique}.pizzas"
+    stack.create_topic(unique)
+    config = sink_config(unique, **{"iceberg.tables.cdc-field": "op", "iceberg.tables.default-id-columns": "id"})
+    sink = IcebergSink(stack, config)
+    try:
+        for batch in ([{"op": "I", "id": i, "v": f"v{i}"} for i in range(6)],
+                      [{"op": "U", "id": 1, "v": "one"}, {"op": "D", "id": 2}],
+                      [{"op": "D", "id": 3}, {"op": "U", "id": 4, "v": "four"}]):
+            produce_json(stack.bootstrap_servers, unique, batch)
+            assert sink.run_once() is not None
+    finally:
+        sink.stop()
+    def id_v() -> list[tuple]:
+        return sorted(tuple(r) for r in stack.spark.table(f"sinklab.{table}").select("id", "v").collect())
+
+    before = id_v()
+    assert int(Target.on(stack, table).load().current_snapshot().summary.additional_properties[
+        "total-delete-files"]) > 0
+    report = compact(Target.on(stack, table))
+    assert id_v() == before == sorted([(0, "v0"), (1, "one"), (4, "four"), (5, "v5")])
+    head = Target.on(stack, table).load().current_snapshot().summary.additional_properties
+    assert head["total-delete-files"] == "0" and report.counts["rewritten_data_files"] >= 3
