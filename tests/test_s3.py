@@ -205,19 +205,23 @@ def test_s3_jars_resolution(tmp_path: Path) -> None:
     # sinklab's pinned coordinates, resolved into the cache by make setup.
     resolved = spark_jars(SparkSettings(), s3=True)["spark.jars"].split(",")
     kafka_source = [str(j) for j in jars.jars(jars.SPARK_KAFKA)]
+    avro = [str(j) for j in jars.jars(jars.SPARK_AVRO)]
     assert [Path(j).name for j in resolved] == [f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG_VERSION}.jar",
                                                 *[Path(j).name for j in kafka_source],
+                                                *[Path(j).name for j in avro],
                                                 f"iceberg-aws-bundle-{jars.ICEBERG_VERSION}.jar"]
     assert all(Path(j).is_file() for j in resolved)
     assert "iceberg-aws-bundle" not in spark_jars(SparkSettings(), s3=False)["spark.jars"]
 
     # Your own S3 jars replace sinklab's.
     own = [str(tmp_path / "iceberg-aws-bundle-1.9.0.jar")]
-    assert spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")[1:] == [*kafka_source, *own]
+    assert spark_jars(SparkSettings(s3_jars=own), s3=True)["spark.jars"].split(",")[1:] == [*kafka_source, *avro,
+                                                                                                   *own]
 
     # Coordinates for Spark to resolve: the bundle added once.
     conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0"]), s3=True)
-    assert conf["spark.jars.packages"].split(",")[1:] == [jars.SPARK_KAFKA.coordinates[0], jars.SPARK_S3.coordinates[0]]
+    assert conf["spark.jars.packages"].split(",")[1:] == [jars.SPARK_KAFKA.coordinates[0],
+                                                          jars.SPARK_AVRO.coordinates[0], jars.SPARK_S3.coordinates[0]]
     assert "spark.jars" not in conf
     conf = spark_jars(SparkSettings(packages=["x:y:1", "org.apache.iceberg:iceberg-aws-bundle:1.9.0"]), s3=True)
     assert conf["spark.jars.packages"].count("iceberg-aws-bundle") == 1

@@ -198,7 +198,7 @@ def test_sigkill_while_records_arrive(stack: Stack, stack_file: Path, tmp_path: 
     thread.start()
     rng = random.Random(5)
     try:
-        for _ in range(3):
+        for _ in range(2):
             proc = subprocess.Popen([sys.executable, "-m", "sinklab.cli", "sink", "run", "--config", str(config),
                                      "--stack", str(stack_file)], stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
