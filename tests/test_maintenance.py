@@ -238,3 +238,34 @@ def test_cli_names_a_missing_table_and_a_bad_age(stack_file: Path) -> None:
         f"{json.loads(stack_file.read_text())['catalog_uri']}"]
     bad = run_cli("table", "expire", "nowhere.nothing", "--stack", str(stack_file), "--older-than", "a week")
     assert bad.returncode == 1 and "--older-than: expected a duration" in bad.stderr
+
+
+def test_a_staged_write_whose_sequence_number_was_taken_is_written_again(
+        stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    table = f"{unique}.pizzas"
+    stack.create_topic(unique)
+    produced = produce(stack, unique, 20, seed=1)
+    sink = IcebergSink(stack, sink_config(unique))
+    real_write = coordinator_module.write_staged
+    raced: list[int] = []
+
+    def maintenance_took_the_sequence_number(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        staged = real_write(*args, **kwargs)
+        if not raced:  # as Apache's REST server answers when a commit on another branch came first
+            raced.append(staged.snapshot_id)
+            raise RuntimeError("BadRequestException: Malformed request: Cannot add snapshot with sequence number 7 "
+                               "older than last sequence number 7")
+        return staged
+
+    try:
+        assert sink.run_once() is not None  # the table exists: the race is on its second cycle
+        produced += produce(stack, unique, 20, seed=2)
+        monkeypatch.setattr(coordinator_module, "write_staged", maintenance_took_the_sequence_number)
+        with caplog.at_level(logging.WARNING, logger="sinklab.sink"):
+            assert sink.run_once().records == 20
+    finally:
+        sink.stop()
+    assert any("writing it again" in r.getMessage() for r in caplog.records)
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    assert not [n for n in stack.catalog.load_table((unique, "pizzas")).metadata.refs if n.startswith(STAGE_PREFIX)]

@@ -54,6 +54,7 @@ from sinklab.sink.tables import (
     all_optional,
     create_table,
     ensure_wap,
+    identifier,
     infer_schema,
     load_state,
     partition_schema,
@@ -452,6 +453,8 @@ class Coordinator:
                 log.warning("table %s: a concurrent commit (maintenance, another sink) took the sequence number of "
                             "this cycle's staged write; writing it again", state.name)
                 self._forget_stage(state.name, stage)
+                # The loaded table still lists the dropped stage: branching again from it would assert the stage.
+                state.table = self.catalog.load_table(identifier(state.name))
         if staged.records == 0 and not staged.delete_files:
             self._forget_stage(state.name, staged.stage)
             return None
