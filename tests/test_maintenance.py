@@ -44,6 +44,12 @@ def referenced_files(stack: Stack, table: str) -> set[str]:
     return {r.file_path for r in stack.spark.sql(f"SELECT file_path FROM sinklab.{table}.all_files").collect()}
 
 
+def assert_exactly_once(stack: Stack, table: str, produced: list[str]) -> None:
+    got = order_ids(stack, table)
+    assert len(got) == len(set(got)), f"duplicates in {table}"
+    assert sorted(got) == sorted(produced), f"{table} lost or gained records"
+
+
 def resumes_exactly_once(stack: Stack, config: dict, topic: str, produced: list[str], count: int = 10) -> None:
     """A new instance of the sink, after maintenance: it reads only what came since, and lands it once."""
     produced += produce(stack, topic, count, seed=999)
@@ -52,8 +58,7 @@ def resumes_exactly_once(stack: Stack, config: dict, topic: str, produced: list[
         assert again.run_once().records == count
     finally:
         again.stop()
-    got = order_ids(stack, f"{topic}.pizzas")
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    assert_exactly_once(stack, f"{topic}.pizzas", produced)
 
 
 def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack_file: Path, tmp_path: Path,
@@ -102,9 +107,7 @@ def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack
         restarted.stop()
     assert [r.operation for r in during] == ["compact", "rewrite-manifests", "expire", "clean"]
     assert during[0].counts["rewritten_data_files"] >= 30
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)), "duplicates after maintenance beside the sink"
-    assert sorted(got) == sorted(produced)
+    assert_exactly_once(stack, table, produced)
 
     # Maintained once more, the sink stopped: the table as the issue's "done when" describes it (what
     # `sinklab table maintain --older-than 0s` runs; the CLI's own test is below).
@@ -156,8 +159,7 @@ def test_compaction_between_planning_and_publish_makes_the_sink_stage_again(
     finally:
         sink.stop()
     assert any("another writer" in r.getMessage() for r in caplog.records)
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    assert_exactly_once(stack, table, produced)
     metadata = stack.catalog.load_table((unique, "pizzas")).metadata
     head = metadata.snapshot_by_id(metadata.refs["main"].snapshot_id)
     assert head.parent_snapshot_id == raced[0], "the sink's commit went on top of the compaction"
@@ -201,8 +203,7 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     live = viz.files(stack, table)
     layout = viz.plot_file_layout(live, small_bytes=1 << 20)
     assert sum(sum(t.y) for t in layout.data if t.type == "bar") == (live["content"] == "data").sum()
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    assert_exactly_once(stack, table, produced)
     resumes_exactly_once(stack, config, unique, produced)  # the expired table still says where to resume
 
 
@@ -266,6 +267,5 @@ def test_a_staged_write_whose_sequence_number_was_taken_is_written_again(
     finally:
         sink.stop()
     assert any("writing it again" in r.getMessage() for r in caplog.records)
-    got = order_ids(stack, table)
-    assert len(got) == len(set(got)) and sorted(got) == sorted(produced)
+    assert_exactly_once(stack, table, produced)
     assert not [n for n in stack.catalog.load_table((unique, "pizzas")).metadata.refs if n.startswith(STAGE_PREFIX)]

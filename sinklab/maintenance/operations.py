@@ -153,7 +153,7 @@ def compact(target: Target, target_file_size_bytes: int | None = None, sort_by: 
                           options=_options({"rewrite-all": "true"}))[0]
         report.counts.update(rewritten_delete_files=pos.rewritten_delete_files_count,
                              added_delete_files=pos.added_delete_files_count)
-    report.counts["table_rows"] = _row_count(target)
+    report.counts["table_rows"] = _total(target.load(), "total-records")
     return _done(report, began, target)
 
 
@@ -247,16 +247,14 @@ def _delete_orphans(target: Target, cutoff_ms: int) -> int:
     return sum(1 for _ in result.orphanFileLocations())
 
 
-def _has_deletes(table: Table) -> bool:
+def _total(table: Table, key: str) -> int:
+    """A ``total-*`` count of the table's current snapshot summary."""
     snap = table.current_snapshot()
-    props = snap.summary.additional_properties if snap and snap.summary else {}
-    return int(props.get("total-delete-files", 0)) > 0
+    return int(snap.summary.additional_properties.get(key, 0)) if snap and snap.summary else 0
 
 
-def _row_count(target: Target) -> int:
-    snap = target.load().current_snapshot()
-    props = snap.summary.additional_properties if snap and snap.summary else {}
-    return int(props.get("total-records", 0))
+def _has_deletes(table: Table) -> bool:
+    return _total(table, "total-delete-files") > 0
 
 
 def _retrying(target: Target, report: Report, commit: Callable[[], Any]) -> Any:

@@ -520,27 +520,26 @@ class Coordinator:
         for report in reports:
             for key, value in report.counts.items():
                 counters[f"{report.operation}.{key}"] = counters.get(f"{report.operation}.{key}", 0) + value
-        event = {"type": events.MAINTENANCE, "sink": self.config.name, "commit_id": events.new_commit_id(),
-                 "ts_ms": int(time.time() * 1000), "counters": counters,
-                 "duration_ms": sum(r.duration_ms for r in reports), "tables": [
-                     {"table": name, "branch": "main", "snapshot_id": runs[-1].snapshot_id or -1, "records": 0,
-                      "data_files": [], "delete_files": [],
-                      "bytes": sum(r.counts.get("rewritten_bytes", 0) for r in runs), "offsets": "{}",
-                      "vtts_ms": None, "write_ms": sum(r.duration_ms for r in runs), "commit_ms": 0}
-                     for name, runs in tables.items()]}
+        commit_id = events.new_commit_id()
         try:
             self.producer.begin_transaction()
-            self.producer.produce(self.config.control_topic, events.encode(event), event["commit_id"].encode())
+            self._send(events.MAINTENANCE, commit_id, counters=counters,
+                       duration_ms=sum(r.duration_ms for r in reports), tables=[
+                           {"table": name, "branch": "main", "snapshot_id": runs[-1].snapshot_id or -1, "records": 0,
+                            "data_files": [], "delete_files": [],
+                            "bytes": sum(r.counts.get("rewritten_bytes", 0) for r in runs), "offsets": "{}",
+                            "vtts_ms": None, "write_ms": sum(r.duration_ms for r in runs), "commit_ms": 0}
+                           for name, runs in tables.items()])
             self.producer.commit_transaction(self.kafka_timeout_s)
         except KafkaException as exc:
             self._abort()
-            raise self._fenced_or(exc, event["commit_id"]) from exc
+            raise self._fenced_or(exc, commit_id) from exc
 
     # ---- Kafka side
     def _send(self, kind: str, commit_id: str, result: CycleResult | None = None,
-              states: dict[str, TableState] | None = None) -> None:
+              states: dict[str, TableState] | None = None, **fields: Any) -> None:
         event: dict[str, Any] = {"type": kind, "sink": self.config.name, "commit_id": commit_id,
-                                 "ts_ms": int(time.time() * 1000)}
+                                 "ts_ms": int(time.time() * 1000), **fields}
         if result is not None and states is not None:
             event.update(vtts_ms=result.vtts_ms, offsets=format_offsets(result.offsets),
                          counters=result.counters, duration_ms=result.duration_ms, tables=[
