@@ -24,6 +24,16 @@ def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:
     return [e["order_id"] for e in events]
 
 
+def produce_raw(stack: Stack, topic: str, values: list[bytes | None]) -> None:
+    """Values exactly as given (bad bytes, tombstones), keyed k0, k1, ..."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, f"k{i}".encode())
+    assert producer.flush(30) == 0
+
+
 def order_ids(stack: Stack, table: str) -> list[str]:
     return [r.order_id for r in stack.spark.table(f"sinklab.{table}").select("order_id").collect()]
 

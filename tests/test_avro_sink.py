@@ -8,8 +8,7 @@ import struct
 
 import fastavro
 import pytest
-from confluent_kafka import Producer
-from helpers import sink_config
+from helpers import produce_raw, sink_config
 from test_bad_records import dead_letters
 
 from sinklab.generators import Generator
@@ -82,10 +81,7 @@ def test_unknown_schema_id_and_unframed_bytes_are_dead_lettered_with_their_conte
               json.dumps({"id": 3}).encode(),
               framed(schema_id, {"id": 4, "amount": Decimal("-0.50")})]
     stack.create_topic(unique)
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
-    for i, value in enumerate(values):
-        producer.produce(unique, value, f"k{i}".encode())
-    assert producer.flush(30) == 0
+    produce_raw(stack, unique, values)
     dlq = f"{unique}-dlq"
     sink = IcebergSink(stack, avro_config(unique, **{
         "value.converter.schema.registry.url": schema_registry, "errors.tolerance": "all",

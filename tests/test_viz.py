@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from confluent_kafka import Producer
-from helpers import sink_config
+from helpers import produce_raw, sink_config
 
 from sinklab import viz
 from sinklab.generators import PizzaGenerator, produce_json
@@ -187,10 +187,7 @@ def test_dead_letters_counters_and_flows(stack: Stack, unique: str) -> None:
     stack.create_topic(unique)
     good = [json.dumps({"id": i, "kind": "pizza"}).encode() for i in range(4)]
     values = [*good[:2], b'{"id": 1, "kind"', b"[1, 2]", None, *good[2:]]
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
-    for i, value in enumerate(values):
-        producer.produce(unique, value, f"k{i}".encode())
-    assert producer.flush(30) == 0
+    produce_raw(stack, unique, values)
     name = f"sink-{unique}"
     sink = IcebergSink(stack, sink_config(unique, **{
         "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{unique}-dlq",
