@@ -24,13 +24,13 @@ def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:
     return [e["order_id"] for e in events]
 
 
-def produce_raw(stack: Stack, topic: str, values: list[bytes | None]) -> None:
-    """Values exactly as given (bad bytes, tombstones), keyed k0, k1, ..."""
+def produce_raw(stack: Stack, topic: str, values: list[bytes | None], keys: list[bytes | None] | None = None) -> None:
+    """Values exactly as given (bad bytes, tombstones), keyed as given or k0, k1, ..."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
     for i, value in enumerate(values):
-        producer.produce(topic, value, f"k{i}".encode())
+        producer.produce(topic, value, keys[i] if keys is not None else f"k{i}".encode())
     assert producer.flush(30) == 0
 
 

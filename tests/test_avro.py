@@ -4,6 +4,7 @@ converter's config keys, subject naming and the generator's schemas: pure logic,
 from __future__ import annotations
 
 import io
+import json
 import struct
 
 import fastavro
@@ -12,7 +13,7 @@ from pyspark.sql import types as T
 
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame, stage_schemas
-from sinklab.sink.avro import avro_to_connect, subject
+from sinklab.sink.avro import avro_to_connect, key_kind, subject
 from sinklab.sink.config import ConfigError, from_connect
 from sinklab.sink.tables import connect_to_spark
 
@@ -96,8 +97,28 @@ def test_avro_converter_keys_as_kafka_connect_writes_them() -> None:
     assert c.avro is not None and c.typed_values and not c.schemas_enable
     assert (c.avro.registry_url, c.avro.user_info, c.avro.subject_strategy) == (
         "http://127.0.0.1:8081", "fred:secret", "TopicRecordNameStrategy")
-    assert any(n.startswith("key.converter: Avro keys are accepted") for n in c.notes)
+    assert c.avro_key is not None and c.avro_key.registry_url == "http://127.0.0.1:8081"
+    assert c.avro_key.user_info is None and c.avro_key.subject_strategy == "TopicNameStrategy"
     assert config().avro.registry_url is None  # filled from the stack's registry when the sink runs
+    assert config().avro_key is None
+    # Keys take the values' registry unless told otherwise, and their own strategy and credentials.
+    k = config(**{"value.converter.schema.registry.url": "http://h:1", "value.converter.basic.auth.user.info": "a:b",
+                  "value.converter.basic.auth.credentials.source": "USER_INFO",
+                  "key.converter": "io.confluent.connect.avro.AvroConverter",
+                  "key.subject.name.strategy": "RecordNameStrategy"}).avro_key
+    assert k is not None and (k.registry_url, k.user_info, k.subject_strategy) == ("http://h:1", "a:b",
+                                                                                  "RecordNameStrategy")
+
+
+@pytest.mark.parametrize(("schema", "kind"), [
+    ({"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}, "json"),
+    ("long", "text"), (["null", "string"], "text"), (["int", "string"], "json"), ("bytes", "bytes"),
+    ({"type": "fixed", "name": "F", "size": 4}, "bytes"), ({"type": "string", "logicalType": "uuid"}, "text"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 1}, "text"),
+    ({"type": "map", "values": "long"}, "json"),
+])
+def test_a_decoded_key_becomes_json_or_its_plain_value(schema: object, kind: str) -> None:
+    assert key_kind(json.dumps(schema)) == kind
 
 
 @pytest.mark.parametrize(("extra", "key"), [
@@ -106,6 +127,10 @@ def test_avro_converter_keys_as_kafka_connect_writes_them() -> None:
      "value.converter.basic.auth.credentials.source"),
     ({"value.converter.basic.auth.credentials.source": "USER_INFO"}, "value.converter.basic.auth.user.info"),
     ({"value.subject.name.strategy": "com.example.Mine"}, "value.subject.name.strategy"),
+    ({"key.converter": "io.confluent.connect.avro.AvroConverter", "key.subject.name.strategy": "Mine"},
+     "key.subject.name.strategy"),
+    ({"key.converter": "io.confluent.connect.avro.AvroConverter", "key.converter.schema.registry.url": "h:1"},
+     "key.converter.schema.registry.url"),
 ])
 def test_bad_avro_converter_values_name_their_key(extra: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -1,4 +1,4 @@
-"""Avro values in Confluent's wire format, with a Confluent-compatible schema registry.
+"""Avro values and keys in Confluent's wire format, with a Confluent-compatible schema registry.
 
 A record's value is a magic byte 0, the writer schema's id (4 bytes, big-endian) and the Avro body.
 The driver fetches each id's schema once (``RegistryClient``, cached) and the Spark tasks decode
@@ -8,12 +8,13 @@ with its Connect schema. Here that is the record as JSON text and its schema as 
 (``avro_to_connect``, Confluent's ``AvroData`` mapping), so table creation and evolution take the
 registry's types, exactly as for JSON with a schema envelope (``tables.connect_to_spark``). Fields are
 matched to columns by name, which resolves writer schemas of every version against the table.
+Keys decode the same way, to the text a tombstone names its row by (``key_kind``).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
@@ -212,15 +213,42 @@ def _primitive(name: str, path: str) -> dict[str, Any]:
 
 
 # ---- decoding in Spark
-class AvroDecoder:
-    """The driver's side of decoding: the schemas of the ids seen so far, and the Spark columns that
-    decode with them. Ids not yet known decode to an error until ``learn`` fetches them."""
+def key_kind(schema: str) -> str:
+    """How a key decoded with ``schema`` (its text) becomes text, for tombstone ids and transforms:
+    "json" (records, arrays, maps, unions of several types), "bytes" (base64, as JSON carries bytes)
+    or "text" (primitives)."""
+    return _kind(json.loads(schema))
 
-    def __init__(self, client: RegistryClient, strategy: str = "TopicNameStrategy"):
+
+def _kind(parsed: Any) -> str:
+    if isinstance(parsed, list):
+        branches = [b for b in parsed if b != "null"]
+        return _kind(branches[0]) if len(branches) == 1 else "json"
+    if isinstance(parsed, dict):
+        kind = parsed.get("type")
+        if isinstance(kind, (list, dict)):
+            return _kind(kind)
+        if kind in ("record", "array", "map"):
+            return "json"
+        if kind in ("bytes", "fixed") and parsed.get("logicalType") != "decimal":
+            return "bytes"
+        return "text"
+    return "bytes" if parsed == "bytes" else "text"
+
+
+class AvroDecoder:
+    """The driver's side of decoding one side of the records (values or keys): the schemas of the
+    ids seen so far, and the Spark columns that decode with them. Ids not yet known decode to an
+    error until ``learn`` fetches them."""
+
+    def __init__(self, client: RegistryClient, strategy: str = "TopicNameStrategy",
+                 side: Literal["value", "key"] = "value"):
         self.client = client
         self.strategy = strategy
-        self.known: dict[int, tuple[str, str]] = {}  # id -> (Avro schema, Connect schema as JSON)
-        self.unusable: dict[int, str] = {}  # id -> why it cannot decode (not a record)
+        self.side = side
+        # id -> (Avro schema, and for values the Connect schema as JSON, for keys their key_kind)
+        self.known: dict[int, tuple[str, str]] = {}
+        self.unusable: dict[int, str] = {}  # id -> why it cannot decode (a value that is not a record)
         self._primed: set[str] = set()
 
     def prime(self, topics: set[str]) -> None:
@@ -229,7 +257,7 @@ class AvroDecoder:
         if self.strategy != "TopicNameStrategy":
             return
         for topic in sorted(topics - self._primed):
-            self.learn(set(self.client.subject_ids(f"{topic}-value")))
+            self.learn(set(self.client.subject_ids(f"{topic}-{self.side}")))
             self._primed.add(topic)
 
     def learn(self, ids: set[int]) -> bool:
@@ -240,36 +268,44 @@ class AvroDecoder:
             if text is None:
                 continue  # unregistered: its records stay bad; asked again when they come back
             try:
-                self.known[schema_id] = (text, json.dumps(avro_to_connect(text)))
+                described = json.dumps(avro_to_connect(text)) if self.side == "value" else key_kind(text)
             except ValueError as exc:
                 self.unusable[schema_id] = str(exc)
                 continue
+            self.known[schema_id] = (text, described)
             learned = True
         return learned
 
     def columns(self) -> tuple[Column, Column, Column, Column]:
-        """(JSON text, Connect schema, error, schema id) of each record's value, for ``prepare``."""
+        """(text, Connect schema, error, schema id) of each record's value or key, for ``prepare``:
+        a value's text is its JSON object; a key's is JSON for records, else the plain value."""
         from pyspark.sql import functions as F
         from pyspark.sql.avro.functions import from_avro
 
-        value = F.col("value")
-        framed = (F.length(value) >= 5) & (F.hex(F.substring(value, 1, 1)) == f"{MAGIC:02X}")
-        schema_id = F.when(framed, F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long"))
-        body = F.expr("substring(value, 6, 2147483647)")
+        side = self.side
+        raw = F.col(side)
+        framed = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == f"{MAGIC:02X}")
+        schema_id = F.when(framed, F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long"))
+        body = F.expr(f"substring(`{side}`, 6, 2147483647)")
         text = F.lit(None).cast("string")
         connect = F.lit(None).cast("string")
-        for sid, (avro_schema, connect_schema) in self.known.items():
-            decoded = F.to_json(from_avro(body, avro_schema, {"mode": "PERMISSIVE"}), TO_JSON_OPTIONS)
-            text = F.when(schema_id == sid, decoded).otherwise(text)
-            connect = F.when(schema_id == sid, F.lit(connect_schema)).otherwise(connect)
+        for sid, (avro_schema, described) in self.known.items():
+            decoded = from_avro(body, avro_schema, {"mode": "PERMISSIVE"})
+            if side == "value" or described == "json":
+                as_text = F.to_json(decoded, TO_JSON_OPTIONS)
+            else:
+                as_text = F.base64(decoded) if described == "bytes" else decoded.cast("string")
+            text = F.when(schema_id == sid, as_text).otherwise(text)
+            if side == "value":
+                connect = F.when(schema_id == sid, F.lit(described)).otherwise(connect)
         known = schema_id.isin(list(self.known)) if self.known else F.lit(False)
-        error = F.when(value.isNull(), F.lit(None).cast("string")).when(
-            ~framed, F.lit(f"{UNDECODABLE}: value is not Avro in Confluent's wire format (magic byte 0, "
+        error = F.when(raw.isNull(), F.lit(None).cast("string")).when(
+            ~framed, F.lit(f"{UNDECODABLE}: {side} is not Avro in Confluent's wire format (magic byte 0, "
                            "4-byte schema id, Avro body)"))
         for sid, why in self.unusable.items():
-            error = error.when(schema_id == sid, F.lit(f"{UNDECODABLE}: schema id {sid}: {why}"))
-        error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: schema id "), schema_id.cast("string"),
+            error = error.when(schema_id == sid, F.lit(f"{UNDECODABLE}: {side} schema id {sid}: {why}"))
+        error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: {side} schema id "), schema_id.cast("string"),
                                             F.lit(f" is not in the schema registry at {self.client.url}"))).when(
-            text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: value does not decode as Avro with schema id "),
+            text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as Avro with schema id "),
                                     schema_id.cast("string")))
         return text, connect, error, schema_id

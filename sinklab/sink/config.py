@@ -18,7 +18,7 @@ from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaM
 CONNECT_ONLY = {
     "connector.class": "sinklab is the connector",
     "tasks.max": "Spark decides read parallelism from the partitions and cores",
-    "key.converter.schemas.enable": "keys are read as bytes",
+    "key.converter.schemas.enable": "keys are read as text",
     "header.converter": "headers are kept as bytes",
     "errors.retry.timeout": "Spark retries failed tasks itself",
     "errors.retry.delay.max.ms": "Spark retries failed tasks itself",
@@ -120,8 +120,9 @@ class SinkConfig(BaseModel):
     group_id: str = ""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     schemas_enable: bool = False
-    # value.converter=AvroConverter: its registry settings (the URL may come from the stack).
+    # value.converter / key.converter = AvroConverter: registry settings (the URL may come from the stack).
     avro: AvroSettings | None = None
+    avro_key: AvroSettings | None = None
     errors_tolerance: Literal["none", "all"] = "none"
     dlq_topic: str | None = None
     dlq_context_headers: bool = False
@@ -301,6 +302,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     catalog_props: dict[str, str] = {}
     kafka_props: dict[str, str] = {}
     value_converter: str | None = None
+    key_converter: str | None = None
     schemas_enable: bool | None = None
     converter_props: dict[str, dict[str, str]] = {"value": {}, "key": {}}
 
@@ -384,11 +386,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             side, _, prop = key.partition(".")
             converter_props[side][prop.removeprefix("converter.")] = str(value)
         elif key == "key.converter":
-            if str(value) == AVRO_CONVERTER:
-                notes.append("key.converter: Avro keys are accepted and kept as bytes (sinklab reads keys only "
-                             "for tombstone ids, as JSON)")
-            else:
-                notes.append(f"{key}: accepted, not used (keys are read as bytes)")
+            key_converter = str(value)
         elif key == "errors.tolerance":
             if str(value) not in ("none", "all"):
                 raise ConfigError(f"errors.tolerance: expected none or all, got {value!r}")
@@ -415,11 +413,19 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     if value_converter is not None and value_converter not in JSON_CONVERTERS | STRING_CONVERTERS | {AVRO_CONVERTER}:
         raise ConfigError(f"value.converter: sinklab reads JSON or Avro values; {value_converter!r} is not "
                           f"supported (use {sorted(JSON_CONVERTERS)[0]} or {AVRO_CONVERTER})")
-    out["avro"] = _avro(converter_props["value"], notes) if value_converter == AVRO_CONVERTER else None
+    out["avro"] = _avro("value", converter_props["value"], notes) if value_converter == AVRO_CONVERTER else None
     for prop in converter_props["value"] if value_converter != AVRO_CONVERTER else []:
         notes.append(f"value.converter.{prop}: ignored (value.converter is not {AVRO_CONVERTER})")
-    for prop in converter_props["key"]:
-        notes.append(f"key.converter.{prop}: accepted, not used (keys are read as bytes)")
+    if key_converter == AVRO_CONVERTER:
+        out["avro_key"] = key = _avro("key", converter_props["key"], notes)
+        if key.registry_url is None and out["avro"] is not None:  # one registry for both, as usual
+            key.registry_url, key.user_info = out["avro"].registry_url, out["avro"].user_info
+    else:
+        # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key.
+        if key_converter is not None:
+            notes.append(f"key.converter: {key_converter} accepted, not used (keys are read as text)")
+        for prop in converter_props["key"]:
+            notes.append(f"key.converter.{prop}: accepted, not used (keys are read as text)")
     # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
     if schemas_enable is None or value_converter == AVRO_CONVERTER:
         schemas_enable = value_converter in JSON_CONVERTERS
@@ -443,12 +449,13 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     return config
 
 
-def _avro(props: dict[str, str], notes: list[str]) -> AvroSettings:
-    """AvroConverter's registry settings: ``schema.registry.url``, ``basic.auth.*``, the subject strategy."""
+def _avro(side: str, props: dict[str, str], notes: list[str]) -> AvroSettings:
+    """AvroConverter's registry settings for values or keys (``side``): ``schema.registry.url``,
+    ``basic.auth.*``, the subject strategy."""
     settings = AvroSettings()
     source = "URL"
     for prop, value in props.items():
-        key = f"value.converter.{prop}" if prop not in ("subject.name.strategy",) else "value.subject.name.strategy"
+        key = f"{side}.converter.{prop}" if prop != "subject.name.strategy" else f"{side}.subject.name.strategy"
         if prop == "schema.registry.url":
             if not value.startswith(("http://", "https://")):
                 raise ConfigError(f"{key}: expected an http(s) URL, got {value!r}")
@@ -462,17 +469,17 @@ def _avro(props: dict[str, str], notes: list[str]) -> AvroSettings:
             if ":" not in value:
                 raise ConfigError(f"{key}: expected user:password")
             settings.user_info = value
-        elif prop in ("value.subject.name.strategy", "subject.name.strategy"):
+        elif prop in (f"{side}.subject.name.strategy", "subject.name.strategy"):
             try:
                 settings.subject_strategy = strategy_name(key, value)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         elif prop == "schemas.enable":
-            notes.append(f"{key}: ignored (Avro values always carry their schema id)")
+            notes.append(f"{key}: ignored (Avro {side}s always carry their schema id)")
         else:
             notes.append(f"{key}: unknown AvroConverter setting, ignored")
     if source == "USER_INFO" and settings.user_info is None:
-        raise ConfigError("value.converter.basic.auth.user.info: basic.auth.credentials.source=USER_INFO needs it")
+        raise ConfigError(f"{side}.converter.basic.auth.user.info: basic.auth.credentials.source=USER_INFO needs it")
     if source == "URL":
         settings.user_info = None  # credentials, if any, are in the URL
     return settings

@@ -36,6 +36,8 @@ OP = "_sinklab_op"
 PARSED = "_sinklab_parsed"
 PAYLOAD = "_payload"
 SCHEMA_ID = "_sinklab_schema_id"
+KEY_SCHEMA_ID = "_sinklab_key_schema_id"
+KEY_TEXT = "_sinklab_key"  # an Avro key decoded, for transforms (a Debezium event's key)
 META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
@@ -146,7 +148,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
             cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
-            avro: AvroDecoder | None = None) -> DataFrame:
+            avro: AvroDecoder | None = None, avro_key: AvroDecoder | None = None) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -159,13 +161,19 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
 
     With ``avro`` the values are Confluent-framed Avro: the payload is each record decoded to JSON
     text, its schema the Connect schema of its writer schema, and the column SCHEMA_ID its id.
+    With ``avro_key`` the keys are: KEY_TEXT holds each decoded, KEY_SCHEMA_ID its id, and a record
+    whose key does not decode is bad, as Kafka Connect fails a record its key converter cannot read.
     """
     extra: list[Column] = []
+    key_text, key_error = F.decode(F.col("key"), "UTF-8"), None
+    if avro_key is not None:
+        key_text, _, key_error, key_id = avro_key.columns()
+        extra += [key_id.alias(KEY_SCHEMA_ID), key_text.alias(KEY_TEXT)]
     if avro is not None:
         payload, schema, shape, schema_id = avro.columns()
         extra.append(schema_id.alias(SCHEMA_ID))
         return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
-                       extra)
+                       extra, key_text, key_error)
     text = F.decode(F.col("value"), "UTF-8")
     # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
     undecodable = F.encode(text, "UTF-8") != F.col("value")
@@ -187,23 +195,27 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
         F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
     as_came = not schemas_enable and not transforms and tombstone_ids is None
-    return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra)
+    return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
+                   key_text, key_error)
 
 
 def _finish(raw_df: DataFrame, payload: Column, schema: Column, shape: Column, transforms: list[Transform],
             route_field: str | None, cdc_field: str | None, tombstone_ids: list[str] | None, as_came: bool,
-            extra: list[Column]) -> DataFrame:
+            extra: list[Column], key: Column, key_error: Column | None) -> DataFrame:
     tombstone = F.col("value").isNull()
+    if key_error is not None:
+        # A tombstone's key matters only to row-level tables (below); other sinks skip tombstones.
+        shape = F.coalesce(shape, F.when(~tombstone, key_error))
     if tombstone_ids is not None:
-        key = F.decode(F.col("key"), "UTF-8")
         as_object = F.substring(F.ltrim(key), 1, 1) == "{"
         by_key = F.when(as_object, key)
         if len(tombstone_ids) == 1:
             by_key = by_key.otherwise(F.to_json(F.struct(key.alias(tombstone_ids[0]))))
         payload = F.when(tombstone, by_key).otherwise(payload)
-        shape = F.when(tombstone, F.when(by_key.isNull(), F.lit(
-            f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none")
-        )).otherwise(shape)
+        shape = F.when(tombstone, F.coalesce(key_error if key_error is not None else F.lit(None).cast("string"),
+                                             F.when(by_key.isNull(), F.lit(
+            f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none")))
+        ).otherwise(shape)
     out = raw_df.select(*META, "key", "value", "headers", *([] if as_came else [payload.alias(PAYLOAD)]),
                         schema.alias("_schema"), shape.alias(ERROR), *extra)
     if transforms:

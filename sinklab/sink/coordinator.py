@@ -12,17 +12,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
-from sinklab.sink.avro import AvroDecoder, RegistryClient
+from sinklab.sink.avro import AvroDecoder, AvroSettings, RegistryClient
 from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.convert import (
     ERROR,
+    KEY_SCHEMA_ID,
     META,
     OP,
     ROUTE,
@@ -161,7 +162,9 @@ class Coordinator:
             self._ensure_topic(config.dlq_topic)
         self._recovered: set[str] = set()
         self.last_plan: Plan | None = None
-        self.avro = _avro_decoder(config)
+        self.avro = _avro_decoder(config.avro, "value")
+        self.avro_key = _avro_decoder(config.avro_key, "key")
+        self.decoders = [d for d in (self.avro, self.avro_key) if d is not None]
 
     def close(self) -> None:
         self.group.close()
@@ -223,15 +226,21 @@ class Coordinator:
         # once (caching the raw records too cost a second cache and a job).
         return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
                        self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
-                       self.avro).persist(StorageLevel.MEMORY_AND_DISK)
+                       self.avro, self.avro_key).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
         """Per partition: records, newest timestamp, tombstones, bad records (and Avro schema ids)."""
-        ids = [F.collect_set(SCHEMA_ID).alias("ids")] if self.avro is not None else []
+        ids = [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
+               for d in self.decoders]
         return {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
             F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
             F.count(F.col(ERROR)).alias("bad"), *ids).collect()}
+
+    def _learn(self, stats: dict[tuple[str, int], Row]) -> bool:
+        """Whether the cycle met writer schemas (of values or keys) new to this sink, now fetched."""
+        learned = [d.learn({i for s in stats.values() for i in s[f"{d.side}_ids"]}) for d in self.decoders]
+        return any(learned)
 
     def lag(self) -> dict[str, int]:
         plan = self.last_plan
@@ -247,8 +256,8 @@ class Coordinator:
         if not plan.ranges:
             return None
         commit_id = events.new_commit_id()
-        if self.avro is not None:
-            self.avro.prime({r.topic for r in plan.ranges})
+        for decoder in self.decoders:
+            decoder.prime({r.topic for r in plan.ranges})
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
         # Tombstones go through prepare to be counted; unless row-level tables take them as deletes, they
@@ -259,7 +268,7 @@ class Coordinator:
         in_txn = False
         try:
             stats = self._stats(prepared)
-            if self.avro is not None and self.avro.learn({i for s in stats.values() for i in s.ids}):
+            if self._learn(stats):
                 # Writer schemas new to this sink: the records are prepared again, now decodable. Once per
                 # new schema id; a cycle of known ids finds them in the stats job it runs anyway.
                 prepared.unpersist()
@@ -576,10 +585,10 @@ class Coordinator:
             f"cycle again, and each table's recorded sinklab.offsets keep what it already holds from landing twice")
 
 
-def _avro_decoder(config: SinkConfig) -> AvroDecoder | None:
-    if config.avro is None:
+def _avro_decoder(settings: AvroSettings | None, side: Literal["value", "key"]) -> AvroDecoder | None:
+    if settings is None:
         return None
-    if not config.avro.registry_url:
-        raise ConfigError("value.converter.schema.registry.url: AvroConverter needs the schema registry's URL "
+    if not settings.registry_url:
+        raise ConfigError(f"{side}.converter.schema.registry.url: AvroConverter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
-    return AvroDecoder(RegistryClient(config.avro.registry_url, config.avro.user_info), config.avro.subject_strategy)
+    return AvroDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.subject_strategy, side)

@@ -66,11 +66,12 @@ class IcebergSink:
             if ignored:
                 log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
                          ", iceberg.catalog.".join(ignored))
-            avro, stack_registry = self.config.avro, self.stack.info.schema_registry_url
-            if avro is not None and not avro.registry_url and stack_registry:
-                avro.registry_url = stack_registry
-                log.info("config: value.converter.schema.registry.url not set: the stack's registry %s",
-                         self.stack.info.schema_registry_url)
+            stack_registry = self.stack.info.schema_registry_url
+            for side, avro in (("value", self.config.avro), ("key", self.config.avro_key)):
+                if avro is not None and not avro.registry_url and stack_registry:
+                    avro.registry_url = stack_registry
+                    log.info("config: %s.converter.schema.registry.url not set: the stack's registry %s", side,
+                             stack_registry)
             # The sink's own session: its staging settings must never leak into the user's queries.
             self.stack.register_spark_catalog(self.config.catalog_name)
             spark = self.stack.spark.newSession()

@@ -170,7 +170,7 @@ def debezium(t: Debezium, payload: dict[str, Any], schema: dict[str, Any] | None
 def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame:
     """``records`` (META, key, _payload, _schema, ERROR) with the transforms applied to the good ones;
     a record a transform rejects gets ``_error`` set instead."""
-    from sinklab.sink.convert import ERROR
+    from sinklab.sink.convert import ERROR, KEY_TEXT
 
     chain = list(transforms)
     columns = records.columns
@@ -179,13 +179,14 @@ def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame
         for batch in batches:
             data = batch.to_pydict()
             payloads, schemas, errors = data["_payload"], data["_schema"], data[ERROR]
+            keys = data.get(KEY_TEXT)  # Avro keys, decoded by prepare
             for i, text in enumerate(payloads):
                 if errors[i] is not None or text is None or data["value"][i] is None:
                     continue  # bad already, or a tombstone (a delete by key): nothing to transform
-                key = data["key"][i]
+                key = keys[i] if keys is not None else data["key"][i]
                 meta = Meta(topic=data["topic"][i], partition=data["partition"][i], offset=data["offset"][i],
                             timestamp=data["timestamp"][i],
-                            key=key.decode("utf-8", "replace") if key is not None else None)
+                            key=key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
                 try:
                     schema = json.loads(schemas[i]) if schemas[i] else None
                     payload, schema = apply(chain, json.loads(text), schema, meta)
