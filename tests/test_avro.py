@@ -13,8 +13,9 @@ from pyspark.sql import types as T
 
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame, stage_schemas
-from sinklab.sink.avro import avro_to_connect, key_kind, subject
+from sinklab.sink.avro import avro_to_connect, key_kind
 from sinklab.sink.config import ConfigError, from_connect
+from sinklab.sink.registry import subject
 from sinklab.sink.tables import connect_to_spark
 
 EVERY_TYPE = {
@@ -94,18 +95,18 @@ def test_avro_converter_keys_as_kafka_connect_writes_them() -> None:
                   "value.subject.name.strategy": "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
                   "key.converter": "io.confluent.connect.avro.AvroConverter",
                   "key.converter.schema.registry.url": "http://127.0.0.1:8081"})
-    assert c.avro is not None and c.typed_values and not c.schemas_enable
-    assert (c.avro.registry_url, c.avro.user_info, c.avro.subject_strategy) == (
+    assert c.value_registry is not None and c.typed_values and not c.schemas_enable
+    assert (c.value_registry.registry_url, c.value_registry.user_info, c.value_registry.subject_strategy) == (
         "http://127.0.0.1:8081", "fred:secret", "TopicRecordNameStrategy")
-    assert c.avro_key is not None and c.avro_key.registry_url == "http://127.0.0.1:8081"
-    assert c.avro_key.user_info is None and c.avro_key.subject_strategy == "TopicNameStrategy"
-    assert config().avro.registry_url is None  # filled from the stack's registry when the sink runs
-    assert config().avro_key is None
+    assert c.key_registry is not None and c.key_registry.registry_url == "http://127.0.0.1:8081"
+    assert c.key_registry.user_info is None and c.key_registry.subject_strategy == "TopicNameStrategy"
+    assert config().value_registry.registry_url is None  # filled from the stack's registry when the sink runs
+    assert config().key_registry is None
     # Keys take the values' registry unless told otherwise, and their own strategy and credentials.
     k = config(**{"value.converter.schema.registry.url": "http://h:1", "value.converter.basic.auth.user.info": "a:b",
                   "value.converter.basic.auth.credentials.source": "USER_INFO",
                   "key.converter": "io.confluent.connect.avro.AvroConverter",
-                  "key.subject.name.strategy": "RecordNameStrategy"}).avro_key
+                  "key.subject.name.strategy": "RecordNameStrategy"}).key_registry
     assert k is not None and (k.registry_url, k.user_info, k.subject_strategy) == ("http://h:1", "a:b",
                                                                                   "RecordNameStrategy")
 
@@ -135,12 +136,6 @@ def test_a_decoded_key_becomes_json_or_its_plain_value(schema: object, kind: str
 def test_bad_avro_converter_values_name_their_key(extra: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         config(**extra)
-
-
-def test_json_schema_converter_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match="JsonSchemaConverter is not supported"):
-        from_connect("s", {"topics": "t", "iceberg.tables": "db.t",
-                           "value.converter": "io.confluent.connect.json.JsonSchemaConverter"})
 
 
 def test_generator_schema_versions_follow_the_drift_and_encode_its_events() -> None:

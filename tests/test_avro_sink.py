@@ -13,7 +13,9 @@ from test_bad_records import dead_letters
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame
 from sinklab.sink import IcebergSink
-from sinklab.sink.avro import AVRO_CONVERTER, RegistryClient
+from sinklab.sink.avro import AVRO_CONVERTER
+from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
+from sinklab.sink.registry import RegistryClient
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -153,3 +155,55 @@ def test_avro_keys_name_the_rows_that_tombstones_delete_and_a_bad_key_is_dead_le
     assert f"key schema id {unknown_key_id} is not in the schema registry" in message[6]
     assert "key is not Avro in Confluent's wire format" in message[7]
     assert letters[7]["key"] == b"plain-key" and letters[6]["value"] == records[6][1]  # as they came
+
+
+def test_json_schema_values_and_keys_land_typed_from_the_registry_and_a_new_version_adds_its_column(
+        stack: Stack, schema_registry: str, unique: str) -> None:
+    registry = RegistryClient(schema_registry)
+    v1 = {"type": "object", "title": "Customer", "required": ["id", "name"], "properties": {
+        "id": {"type": "integer"}, "name": {"type": "string"},
+        "since": {"type": "integer", "title": "org.apache.kafka.connect.data.Timestamp", "connect.type": "int64"}}}
+    v2 = {**v1, "properties": {**v1["properties"], "tip": {"type": "number"}}}
+    v1_id = registry.register(f"{unique}-value", v1, "JSON")
+    # Apicurio tells a JSON Schema from its content: a bare {"type": "integer"} needs its $schema.
+    key_id = registry.register(f"{unique}-key", {"$schema": "http://json-schema.org/draft-07/schema#",
+                                                 "type": "integer"}, "JSON")
+    avro_id = registry.register(f"{unique}-other", {"type": "record", "name": "R", "fields": []})
+
+    def record(sid: int, i: int, **fields: object) -> tuple[bytes, bytes]:
+        return frame(key_id, str(i).encode()), frame(sid, json.dumps({"id": i, **fields}).encode())
+
+    first = [record(v1_id, 1, name="ada", since=1_700_000_000_000), record(v1_id, 2, name="bob"),
+             (frame(key_id, b"2"), None),  # a tombstone: the key names id 2
+             record(2**31 - 3, 3, name="cy"), record(avro_id, 4, name="dee"),
+             (frame(key_id, b"5"), json.dumps({"id": 5, "name": "eve"}).encode())]
+    stack.create_topic(unique)
+    produce_raw(stack, unique, [v for _, v in first], keys=[k for k, _ in first])
+    dlq = f"{unique}-dlq"
+    config = avro_config(unique, **{
+        "value.converter": JSON_SCHEMA_CONVERTER, "key.converter": JSON_SCHEMA_CONVERTER,
+        "value.converter.schema.registry.url": schema_registry, "iceberg.tables.upsert-mode-enabled": "true",
+        "iceberg.tables.default-id-columns": "id", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.context.headers.enable": "true"})
+    sink = IcebergSink(stack, config)
+    try:
+        assert sink.run_once() is not None
+        table = f"sinklab.{unique}.pizzas"
+        # Typed from the registry's schema, not from the values: since is a timestamp, never seen as one.
+        assert [(f.name, f.dataType.simpleString(), f.nullable) for f in stack.spark.table(table).schema.fields] == [
+            ("id", "bigint", False), ("name", "string", False), ("since", "timestamp", True)]
+        v2_id = registry.register(f"{unique}-value", v2, "JSON")
+        produce_raw(stack, unique, [record(v2_id, 6, name="fay", tip=2.5)[1]], keys=[record(v2_id, 6)[0]])
+        assert sink.run_once() is not None
+        assert sink.run_once() is None
+    finally:
+        sink.stop()
+    rows = {r.id: r for r in stack.spark.table(table).collect()}
+    assert sorted(rows) == [1, 6]
+    assert rows[1].since.year == 2023 and rows[1].tip is None and rows[6].tip == 2.5
+    message = {int(x["headers"]["__connect.errors.offset"]): x["headers"]["__connect.errors.exception.message"].decode()
+               for x in dead_letters(stack, dlq)}
+    assert sorted(message) == [3, 4, 5]
+    assert f"value schema id {2**31 - 3} is not in the schema registry" in message[3]
+    assert f"value schema id {avro_id} is registered as AVRO, not JSON Schema" in message[4]
+    assert "value is not JSON Schema in Confluent's wire format" in message[5]

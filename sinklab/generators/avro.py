@@ -30,7 +30,7 @@ from sinklab.generators.spec import (
     TimestampField,
     UuidField,
 )
-from sinklab.sink.avro import MAGIC, RegistryClient, subject
+from sinklab.sink.registry import MAGIC, RegistryClient, subject
 
 if TYPE_CHECKING:
     from sinklab.generators.generator import Generator, Record

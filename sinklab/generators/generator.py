@@ -140,7 +140,7 @@ class Generator:
         records = self.records(count, timed=daily and self._has_time())
         if format == "avro":
             from sinklab.generators.avro import avro_records
-            from sinklab.sink.avro import RegistryClient
+            from sinklab.sink.registry import RegistryClient
 
             url = registry_url or stack.info.schema_registry_url
             if not url:

@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 
 from sinklab.maintenance.policy import PREFIX as MAINTENANCE_PREFIX
 from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
-from sinklab.sink.avro import AVRO_CONVERTER, AvroSettings, strategy_name
+from sinklab.sink.avro import AVRO_CONVERTER
+from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
+from sinklab.sink.registry import RegistrySettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
 
 # Keys that only mean something inside Kafka Connect: accepted, reported, not used.
@@ -29,8 +31,8 @@ CONNECT_ONLY = {
     "consumer.override.auto.offset.reset": None,  # mapped, see below
 }
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
-# Confluent's JSON Schema converter frames JSON like Avro (magic byte, schema id); not read here.
-JSON_SCHEMA_CONVERTER = "io.confluent.connect.json.JsonSchemaConverter"
+# Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
+REGISTRY_CONVERTERS = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 # Connection keys the stack's catalog replaces when a sink runs on a stack.
 CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s3.endpoint", "s3.access-key-id",
@@ -120,9 +122,10 @@ class SinkConfig(BaseModel):
     group_id: str = ""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     schemas_enable: bool = False
-    # value.converter / key.converter = AvroConverter: registry settings (the URL may come from the stack).
-    avro: AvroSettings | None = None
-    avro_key: AvroSettings | None = None
+    # value.converter / key.converter = AvroConverter or JsonSchemaConverter: the format and registry settings
+    # (the URL may come from the stack).
+    value_registry: RegistrySettings | None = None
+    key_registry: RegistrySettings | None = None
     errors_tolerance: Literal["none", "all"] = "none"
     dlq_topic: str | None = None
     dlq_context_headers: bool = False
@@ -134,8 +137,8 @@ class SinkConfig(BaseModel):
 
     @property
     def typed_values(self) -> bool:
-        """Whether each value brings its schema (Connect's envelope, or an Avro writer schema)."""
-        return self.schemas_enable or self.avro is not None
+        """Whether each value brings its schema (Connect's envelope, or a writer schema in a registry)."""
+        return self.schemas_enable or self.value_registry is not None
 
     def table_branch(self, table: str) -> str:
         return self.commit_branch.get(table, self.default_commit_branch)
@@ -407,19 +410,19 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
         else:
             notes.append(f"unknown key {key!r} ignored")
 
-    if value_converter == JSON_SCHEMA_CONVERTER:
-        raise ConfigError(f"value.converter: {JSON_SCHEMA_CONVERTER} is not supported: sinklab reads JSON "
-                          f"(org.apache.kafka.connect.json.JsonConverter) and Avro ({AVRO_CONVERTER})")
-    if value_converter is not None and value_converter not in JSON_CONVERTERS | STRING_CONVERTERS | {AVRO_CONVERTER}:
-        raise ConfigError(f"value.converter: sinklab reads JSON or Avro values; {value_converter!r} is not "
-                          f"supported (use {sorted(JSON_CONVERTERS)[0]} or {AVRO_CONVERTER})")
-    out["avro"] = _avro("value", converter_props["value"], notes) if value_converter == AVRO_CONVERTER else None
-    for prop in converter_props["value"] if value_converter != AVRO_CONVERTER else []:
-        notes.append(f"value.converter.{prop}: ignored (value.converter is not {AVRO_CONVERTER})")
-    if key_converter == AVRO_CONVERTER:
-        out["avro_key"] = key = _avro("key", converter_props["key"], notes)
-        if key.registry_url is None and out["avro"] is not None:  # one registry for both, as usual
-            key.registry_url, key.user_info = out["avro"].registry_url, out["avro"].user_info
+    readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
+    if value_converter is not None and value_converter not in readable:
+        raise ConfigError(f"value.converter: sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} is "
+                          f"not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
+                          f"{JSON_SCHEMA_CONVERTER})")
+    framed = REGISTRY_CONVERTERS.get(value_converter or "")
+    out["value_registry"] = _registry("value", framed, converter_props["value"], notes) if framed else None
+    for prop in converter_props["value"] if not framed else []:
+        notes.append(f"value.converter.{prop}: ignored (value.converter reads no schema registry)")
+    if key_converter in REGISTRY_CONVERTERS:
+        out["key_registry"] = key = _registry("key", REGISTRY_CONVERTERS[key_converter], converter_props["key"], notes)
+        if key.registry_url is None and out["value_registry"] is not None:  # one registry for both, as usual
+            key.registry_url, key.user_info = out["value_registry"].registry_url, out["value_registry"].user_info
     else:
         # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key.
         if key_converter is not None:
@@ -427,7 +430,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
         for prop in converter_props["key"]:
             notes.append(f"key.converter.{prop}: accepted, not used (keys are read as text)")
     # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
-    if schemas_enable is None or value_converter == AVRO_CONVERTER:
+    if schemas_enable is None or framed:
         schemas_enable = value_converter in JSON_CONVERTERS
         if value_converter in JSON_CONVERTERS:
             notes.append("value.converter.schemas.enable not set: JsonConverter's default (true) applies")
@@ -449,10 +452,10 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     return config
 
 
-def _avro(side: str, props: dict[str, str], notes: list[str]) -> AvroSettings:
-    """AvroConverter's registry settings for values or keys (``side``): ``schema.registry.url``,
+def _registry(side: str, format: str, props: dict[str, str], notes: list[str]) -> RegistrySettings:
+    """A registry converter's settings for values or keys (``side``): ``schema.registry.url``,
     ``basic.auth.*``, the subject strategy."""
-    settings = AvroSettings()
+    settings = RegistrySettings(format=format)  # type: ignore[arg-type]
     source = "URL"
     for prop, value in props.items():
         key = f"{side}.converter.{prop}" if prop != "subject.name.strategy" else f"{side}.subject.name.strategy"
@@ -475,9 +478,9 @@ def _avro(side: str, props: dict[str, str], notes: list[str]) -> AvroSettings:
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         elif prop == "schemas.enable":
-            notes.append(f"{key}: ignored (Avro {side}s always carry their schema id)")
+            notes.append(f"{key}: ignored (framed {side}s always carry their schema id)")
         else:
-            notes.append(f"{key}: unknown AvroConverter setting, ignored")
+            notes.append(f"{key}: unknown converter setting, ignored")
     if source == "USER_INFO" and settings.user_info is None:
         raise ConfigError(f"{side}.converter.basic.auth.user.info: basic.auth.credentials.source=USER_INFO needs it")
     if source == "URL":

@@ -27,7 +27,7 @@ from sinklab.sink.errors import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from sinklab.sink.avro import AvroDecoder
+    from sinklab.sink.registry import FramedDecoder
     from sinklab.sink.transforms import Transform
 
 ERROR = "_sinklab_error"
@@ -37,7 +37,7 @@ PARSED = "_sinklab_parsed"
 PAYLOAD = "_payload"
 SCHEMA_ID = "_sinklab_schema_id"
 KEY_SCHEMA_ID = "_sinklab_key_schema_id"
-KEY_TEXT = "_sinklab_key"  # an Avro key decoded, for transforms (a Debezium event's key)
+KEY_TEXT = "_sinklab_key"  # a framed key decoded, for transforms (a Debezium event's key)
 META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
@@ -148,7 +148,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
             cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
-            avro: AvroDecoder | None = None, avro_key: AvroDecoder | None = None) -> DataFrame:
+            framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -159,18 +159,19 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     PAYLOAD is left out and ``with_payload`` adds it: a cache of this frame then holds each
     record's text once, not twice (measured: 0.7 s per million records to build).
 
-    With ``avro`` the values are Confluent-framed Avro: the payload is each record decoded to JSON
-    text, its schema the Connect schema of its writer schema, and the column SCHEMA_ID its id.
-    With ``avro_key`` the keys are: KEY_TEXT holds each decoded, KEY_SCHEMA_ID its id, and a record
-    whose key does not decode is bad, as Kafka Connect fails a record its key converter cannot read.
+    With ``framed`` the values are framed by a schema registry (Avro or JSON Schema): the payload is
+    each record decoded to JSON text, its schema the Connect schema of its writer schema, and the
+    column SCHEMA_ID its id. With ``framed_key`` the keys are: KEY_TEXT holds each decoded,
+    KEY_SCHEMA_ID its id, and a record whose key does not decode is bad, as Kafka Connect fails a
+    record its key converter cannot read.
     """
     extra: list[Column] = []
     key_text, key_error = F.decode(F.col("key"), "UTF-8"), None
-    if avro_key is not None:
-        key_text, _, key_error, key_id = avro_key.columns()
+    if framed_key is not None:
+        key_text, _, key_error, key_id = framed_key.columns()
         extra += [key_id.alias(KEY_SCHEMA_ID), key_text.alias(KEY_TEXT)]
-    if avro is not None:
-        payload, schema, shape, schema_id = avro.columns()
+    if framed is not None:
+        payload, schema, shape, schema_id = framed.columns()
         extra.append(schema_id.alias(SCHEMA_ID))
         return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
                        extra, key_text, key_error)
@@ -252,7 +253,9 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
         values.append(value.alias(field.name))
         errors.append(error)
         if not field.nullable:
-            errors.append(F.when(raw.isNull(), F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
+            # A tombstone names only its row's ids (with_operation checks those): it deletes, it leaves nothing null.
+            errors.append(F.when(raw.isNull() & F.col("value").isNotNull(),
+                                 F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
     joined = F.concat_ws("; ", *errors)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
     return parse_once(records, parsed).select(*values, *META, "key", "value", "headers", OP,

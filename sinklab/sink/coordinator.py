@@ -19,7 +19,6 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sinklab.sink import dlq, events, route
-from sinklab.sink.avro import AvroDecoder, AvroSettings, RegistryClient
 from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.convert import (
     ERROR,
@@ -46,6 +45,7 @@ from sinklab.sink.errors import (
 from sinklab.sink.evolve import evolve
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
 from sinklab.sink.reader import OffsetRange, read_ranges
+from sinklab.sink.registry import FramedDecoder, RegistryClient, RegistrySettings
 from sinklab.sink.tables import (
     COMMIT_ID_PROP,
     OFFSETS_PROP,
@@ -162,9 +162,9 @@ class Coordinator:
             self._ensure_topic(config.dlq_topic)
         self._recovered: set[str] = set()
         self.last_plan: Plan | None = None
-        self.avro = _avro_decoder(config.avro, "value")
-        self.avro_key = _avro_decoder(config.avro_key, "key")
-        self.decoders = [d for d in (self.avro, self.avro_key) if d is not None]
+        self.framed = _decoder(config.value_registry, "value")
+        self.framed_key = _decoder(config.key_registry, "key")
+        self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
 
     def close(self) -> None:
         self.group.close()
@@ -226,10 +226,10 @@ class Coordinator:
         # once (caching the raw records too cost a second cache and a job).
         return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
                        self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
-                       self.avro, self.avro_key).persist(StorageLevel.MEMORY_AND_DISK)
+                       self.framed, self.framed_key).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
-        """Per partition: records, newest timestamp, tombstones, bad records (and Avro schema ids)."""
+        """Per partition: records, newest timestamp, tombstones, bad records (and registry schema ids)."""
         ids = [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
                for d in self.decoders]
         return {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
@@ -269,8 +269,9 @@ class Coordinator:
         try:
             stats = self._stats(prepared)
             if self._learn(stats):
-                # Writer schemas new to this sink: the records are prepared again, now decodable. Once per
-                # new schema id; a cycle of known ids finds them in the stats job it runs anyway.
+                # Writer schemas new to this sink: the records are prepared again, now decodable (or bad for
+                # the reason the registry gives). Once per new schema id; a cycle of known ids finds them in the
+                # stats job it runs anyway.
                 prepared.unpersist()
                 prepared = self._prepare(raw)
                 stats = self._stats(prepared)
@@ -585,10 +586,11 @@ class Coordinator:
             f"cycle again, and each table's recorded sinklab.offsets keep what it already holds from landing twice")
 
 
-def _avro_decoder(settings: AvroSettings | None, side: Literal["value", "key"]) -> AvroDecoder | None:
+def _decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:
     if settings is None:
         return None
     if not settings.registry_url:
-        raise ConfigError(f"{side}.converter.schema.registry.url: AvroConverter needs the schema registry's URL "
+        raise ConfigError(f"{side}.converter.schema.registry.url: the converter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
-    return AvroDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.subject_strategy, side)
+    return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
+                         settings.subject_strategy, side)

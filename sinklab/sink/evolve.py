@@ -65,12 +65,13 @@ def plan_changes(table: T.StructType, incoming: T.StructType, nulls: set[str], c
 
 
 def null_required(records: DataFrame, table: T.StructType) -> set[str]:
-    """Required top-level columns that some record leaves null or out."""
+    """Required top-level columns that some record leaves null or out. Not tombstones: a delete
+    names only the row's ids, and must not make the row's other columns optional."""
     required = [f.name for f in table.fields if not f.nullable]
     if not required:
         return set()
-    counts = records.select(*[F.max(F.get_json_object("_payload", f"$.{name}").isNull().cast("int")).alias(name)
-                              for name in required]).first()
+    nulls = [F.max(F.get_json_object("_payload", f"$.{name}").isNull().cast("int")).alias(name) for name in required]
+    counts = records.where(F.col("value").isNotNull()).select(*nulls).first()
     return {name for name in required if counts is not None and counts[name]}
 
 

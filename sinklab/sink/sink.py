@@ -67,9 +67,9 @@ class IcebergSink:
                 log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
                          ", iceberg.catalog.".join(ignored))
             stack_registry = self.stack.info.schema_registry_url
-            for side, avro in (("value", self.config.avro), ("key", self.config.avro_key)):
-                if avro is not None and not avro.registry_url and stack_registry:
-                    avro.registry_url = stack_registry
+            for side, framed in (("value", self.config.value_registry), ("key", self.config.key_registry)):
+                if framed is not None and not framed.registry_url and stack_registry:
+                    framed.registry_url = stack_registry
                     log.info("config: %s.converter.schema.registry.url not set: the stack's registry %s", side,
                              stack_registry)
             # The sink's own session: its staging settings must never leak into the user's queries.

@@ -179,7 +179,7 @@ def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame
         for batch in batches:
             data = batch.to_pydict()
             payloads, schemas, errors = data["_payload"], data["_schema"], data[ERROR]
-            keys = data.get(KEY_TEXT)  # Avro keys, decoded by prepare
+            keys = data.get(KEY_TEXT)  # framed keys, decoded by prepare
             for i, text in enumerate(payloads):
                 if errors[i] is not None or text is None or data["value"][i] is None:
                     continue  # bad already, or a tombstone (a delete by key): nothing to transform
