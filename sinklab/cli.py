@@ -454,8 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"of {', '.join(jars.PARTS)}, schema-registry (built from its jars); on demand: "
                             f"{', '.join(jars.BENCH_PARTS)}")
     fetch.set_defaults(func=cmd_jars_fetch)
-    export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/, for SINKLAB_JARS_DIR on an "
-                                               "air-gapped machine")
+    export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/ (and the built schema registry "
+                                               "to DIR/schema-registry/), for SINKLAB_JARS_DIR on an air-gapped "
+                                               "machine")
     export.add_argument("dest")
     export.set_defaults(func=cmd_jars_export)
     return parser
@@ -491,7 +492,10 @@ def cmd_jars_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_jars_export(args: argparse.Namespace) -> int:
+    from sinklab.stack import registry_build
+
     dest = jars.export(Path(args.dest).resolve())
+    registry_build.export(dest)
     print(f"exported to {dest}; on the air-gapped machine: export {jars.JARS_DIR_ENV}={dest}")
     return 0
 

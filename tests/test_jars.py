@@ -57,3 +57,42 @@ def test_the_java_sink_is_fetched_only_on_demand() -> None:
     plain = jars.Part("x", ("a:b:1",))
     assert jars._listing(plain).name == f"x-{hashlib.sha256(b'True:a:b:1').hexdigest()[:12]}.txt"
     assert jars._listing(plain) != jars._listing(jars.Part("x", ("a:b:1",), excludes=("c:*",)))
+
+
+def test_the_built_registry_is_exported_beside_the_parts_and_found_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sinklab.stack import registry_build
+
+    exported = registry_build.export(tmp_path / "airgap")  # make setup built it
+    assert exported == tmp_path / "airgap" / "schema-registry" and list((exported / "lib").rglob("*.jar"))
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "airgap"))
+    assert registry_build.runner_jar() == exported / registry_build.RUNNER
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "empty"))
+    with pytest.raises(jars.JarsNotFound, match=r"no schema-registry/apicurio-registry-runner\.jar"):
+        registry_build.runner_jar()
+
+
+def test_two_processes_wanting_the_registry_build_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from sinklab.stack import registry_build
+
+    monkeypatch.setenv(jars.CACHE_ENV, str(tmp_path / "cache"))
+    builds: list[Path] = []
+
+    def slow_build(out: Path) -> None:  # stands in for the minute-long Quarkus build
+        builds.append(out)
+        time.sleep(0.5)
+        out.mkdir(parents=True)
+        (out / registry_build.RUNNER).write_bytes(b"jar")
+        (out / "complete").write_text("done")
+
+    monkeypatch.setattr(registry_build, "_build_in_subprocess", slow_build)
+    found: list[Path] = []
+    threads = [threading.Thread(target=lambda: found.append(registry_build.runner_jar())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(builds) == 1 and found == [builds[0] / registry_build.RUNNER] * 2

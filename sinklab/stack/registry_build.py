@@ -21,6 +21,7 @@ build logs Maven's progress to the build log, not to the caller's console.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ from sinklab.stack import jars
 APICURIO_VERSION = "2.4.2.Final"
 APP = ("io.apicurio", "apicurio-registry-app", APICURIO_VERSION)
 RUNNER = "apicurio-registry-runner.jar"
+EXPORTED = "schema-registry"  # its folder in an export (``sinklab jars export``), as the parts have theirs
 _CONFIG_INDEX = "io/apicurio/apicurio-common-app-components-config-index-deployment"
 _EVERIT = "com/github/everit-org/json-schema/org.everit.json.schema/1.14.2/org.everit.json.schema-1.14.2.pom"
 FIXUPS: dict[str, str] = {
@@ -59,13 +61,46 @@ def build_dir() -> Path:
 
 
 def runner_jar() -> Path:
-    """The runnable registry jar: the cached build, else built now (the failure names what was missing)."""
+    """The runnable registry jar: the user's exported copy (``SINKLAB_JARS_DIR``), else the cached
+    build, else built now (the failure names what was missing). One build at a time per cache: a
+    second process waits for the first's and uses it."""
+    user_dir = os.environ.get(jars.JARS_DIR_ENV)
+    if user_dir:
+        runner = Path(user_dir).expanduser() / EXPORTED / RUNNER
+        if not runner.is_file():
+            raise jars.JarsNotFound(f"{jars.JARS_DIR_ENV}={user_dir}: no {EXPORTED}/{RUNNER} for Apicurio Registry "
+                                    f"{APICURIO_VERSION} (`sinklab jars export DIR` on a connected machine writes it)")
+        return runner
     out = build_dir()
-    done = out / "complete"
-    if done.is_file() and (out / RUNNER).is_file():
+    if _built(out):
         return out / RUNNER
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if _built(out):
+            return out / RUNNER
+        _build_in_subprocess(out)
+    return out / RUNNER
+
+
+def export(dest: Path) -> Path:
+    """Copy the built registry (building it first if needed) to ``dest/schema-registry/``, beside the
+    parts ``jars.export`` writes: what ``runner_jar`` finds under ``SINKLAB_JARS_DIR``."""
+    built = runner_jar().parent
+    target = dest / EXPORTED
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(built, target, ignore=shutil.ignore_patterns("build.log", "complete"))
+    return target
+
+
+def _built(out: Path) -> bool:
+    return (out / "complete").is_file() and (out / RUNNER).is_file()
+
+
+def _build_in_subprocess(out: Path) -> None:
     jars.jars(jars.QUARKUS_BOOTSTRAP)  # resolved here, so that a failure names the coordinate
     out.mkdir(parents=True, exist_ok=True)
+    (out / "complete").unlink(missing_ok=True)
     log = out / "build.log"
     with open(log, "wb") as fh:
         proc = subprocess.run([sys.executable, "-m", "sinklab.stack.registry_build", str(out)], stdout=fh,
@@ -75,8 +110,7 @@ def runner_jar() -> Path:
         raise jars.JarsNotFound(f"could not build Apicurio Registry {APICURIO_VERSION} "
                                 f"({':'.join(APP)}) from {os.environ.get(jars.REPO_ENV) or jars.MAVEN_CENTRAL}; "
                                 f"log {log}:\n{tail}")
-    done.write_text(APICURIO_VERSION + "\n")
-    return out / RUNNER
+    (out / "complete").write_text(APICURIO_VERSION + "\n")
 
 
 def build(out: Path) -> None:
