@@ -13,7 +13,7 @@ from sinklab.maintenance.policy import PREFIX as MAINTENANCE_PREFIX
 from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.registry import RegistrySettings, strategy_name
+from sinklab.sink.registry import Format, RegistrySettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
 
 # Keys that only mean something inside Kafka Connect: accepted, reported, not used.
@@ -32,7 +32,7 @@ CONNECT_ONLY = {
 }
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
 # Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
-REGISTRY_CONVERTERS = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
+REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 # Connection keys the stack's catalog replaces when a sink runs on a stack.
 CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s3.endpoint", "s3.access-key-id",
@@ -452,10 +452,10 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     return config
 
 
-def _registry(side: str, format: str, props: dict[str, str], notes: list[str]) -> RegistrySettings:
+def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]) -> RegistrySettings:
     """A registry converter's settings for values or keys (``side``): ``schema.registry.url``,
     ``basic.auth.*``, the subject strategy."""
-    settings = RegistrySettings(format=format)  # type: ignore[arg-type]
+    settings = RegistrySettings(format=format)
     source = "URL"
     for prop, value in props.items():
         key = f"{side}.converter.{prop}" if prop != "subject.name.strategy" else f"{side}.subject.name.strategy"

@@ -213,10 +213,10 @@ def _finish(raw_df: DataFrame, payload: Column, schema: Column, shape: Column, t
         if len(tombstone_ids) == 1:
             by_key = by_key.otherwise(F.to_json(F.struct(key.alias(tombstone_ids[0]))))
         payload = F.when(tombstone, by_key).otherwise(payload)
-        shape = F.when(tombstone, F.coalesce(key_error if key_error is not None else F.lit(None).cast("string"),
-                                             F.when(by_key.isNull(), F.lit(
-            f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none")))
-        ).otherwise(shape)
+        names_none = F.when(by_key.isNull(), F.lit(
+            f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none"))
+        shape = F.when(tombstone, names_none if key_error is None else F.coalesce(key_error, names_none)
+                       ).otherwise(shape)
     out = raw_df.select(*META, "key", "value", "headers", *([] if as_came else [payload.alias(PAYLOAD)]),
                         schema.alias("_schema"), shape.alias(ERROR), *extra)
     if transforms:
