@@ -360,14 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--daily", action="store_true", help="produce to TOPIC.YYYYMMDD by event time")
     gen.add_argument("--cdc-format", choices=["flat", "debezium"], help="for cdc specs: flat op field or Debezium")
     gen.add_argument("--stack", help="stack.json of the stack to produce to")
-    gen.add_argument("--format", choices=["json", "avro"], default="json",
-                     help="avro: Confluent-framed Avro, the schema registered in the schema registry (each drift "
-                          "step of the spec registers a new version)")
+    gen.add_argument("--format", choices=["json", "avro", "json-schema"], default="json",
+                     help="avro / json-schema: Confluent-framed Avro, or JSON with a JSON Schema, the schema "
+                          "registered in the schema registry (each drift step of the spec registers a new version)")
     gen.add_argument("--schema-registry", metavar="URL",
-                     help="for --format avro: the registry (default: the stack's schema_registry_url)")
+                     help="for --format avro/json-schema: the registry (default: the stack's schema_registry_url)")
     gen.add_argument("--subject-name-strategy", default="TopicNameStrategy",
                      choices=["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"],
-                     help="for --format avro: the subject the schema is registered under")
+                     help="for --format avro/json-schema: the subject the schema is registered under")
     gen.set_defaults(func=cmd_generate)
 
     table = sub.add_parser("table", help="maintain a table beside a running sink: compaction, snapshot expiry, "

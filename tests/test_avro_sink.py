@@ -207,3 +207,25 @@ def test_json_schema_values_and_keys_land_typed_from_the_registry_and_a_new_vers
     assert f"value schema id {2**31 - 3} is not in the schema registry" in message[3]
     assert f"value schema id {avro_id} is registered as AVRO, not JSON Schema" in message[4]
     assert "value is not JSON Schema in Confluent's wire format" in message[5]
+
+
+def test_generated_json_schema_pizzas_land_typed_as_the_avro_ones(
+        stack: Stack, schema_registry: str, unique: str) -> None:
+    produced = Generator("pizzas", seed=14).produce(stack, unique, count=60, partitions=1,
+                                                    format="json-schema").wait()
+    assert RegistryClient(schema_registry).registered(
+        RegistryClient(schema_registry).subject_ids(f"{unique}-value")[0])[0] == "JSON"
+    sink = IcebergSink(stack, avro_config(unique, **{"value.converter": JSON_SCHEMA_CONVERTER}))
+    try:
+        assert sink.run_once() is not None
+    finally:
+        sink.stop()
+    table = stack.spark.table(f"sinklab.{unique}.pizzas")
+    # The same columns the Avro pizzas get (the first test), from the registry's JSON Schema.
+    assert {f.name: f.dataType.simpleString() for f in table.schema.fields} == {
+        "order_id": "string", "store_id": "int", "sauce": "string", "cheese": "string", "meats": "string",
+        "veggies": "string", "date_ordered": "timestamp"}
+    assert table.count() == produced.delivered == 60
+    expected = next(iter(Generator("pizzas", seed=14).events(1)))
+    got = table.where(f"order_id = '{expected['order_id']}'").first()
+    assert got.date_ordered.strftime("%Y-%m-%d %H:%M:%S") == expected["date_ordered"]

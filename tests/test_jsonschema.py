@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 from pyspark.sql import types as T
 
+from sinklab.generators import Generator
+from sinklab.generators.avro import stage_schemas
+from sinklab.generators.jsonschema import encode, json_schema_of
+from sinklab.sink.avro import avro_to_connect
 from sinklab.sink.config import from_connect
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER, json_schema_to_connect
 from sinklab.sink.tables import connect_to_spark
@@ -69,3 +76,17 @@ def test_json_schema_converter_reads_registry_settings_for_values_and_keys() -> 
     assert c.value_registry is not None and c.value_registry.format == "json" and c.typed_values
     assert c.key_registry is not None and c.key_registry.format == "json"
     assert c.key_registry.registry_url == "http://127.0.0.1:8081" and not c.schemas_enable
+
+
+def test_generator_json_schemas_type_the_columns_as_their_avro_schemas_do() -> None:
+    gen = Generator("payments", seed=3, drift=[{"after": 5, "add": {"tip": {"kind": "float", "max": 5}},
+                                                "widen": {"amount": "long"}}])
+    for _, avro, _ in stage_schemas(gen):
+        assert connect_to_spark(json_schema_to_connect(json_schema_of(avro))) == \
+            connect_to_spark(avro_to_connect(avro))
+    _, avro, converters = stage_schemas(gen)[0]
+    event = next(iter(gen.events(1)))
+    body = json.loads(encode({k: (converters[k](v) if converters[k] else v) for k, v in event.items()}))
+    # Connect's Timestamp travels as epoch milliseconds.
+    assert body["created_at"] == int(datetime.fromisoformat(event["created_at"]).replace(tzinfo=UTC).timestamp()
+                                     * 1000)

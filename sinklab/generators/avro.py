@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sinklab.generators.generator import Generator, Record
 
 INT32_MAX = 2**31 - 1
-FORMATS = ("json", "avro")
+FORMATS = ("json", "avro", "json-schema")
 
 
 Converters = dict[str, Callable[[Any], Any] | None]
@@ -151,29 +151,50 @@ def _datum(row: Mapping[str, Any], converters: Converters) -> dict[str, Any]:
 
 
 def frame(schema_id: int, body: bytes) -> bytes:
-    """Confluent's wire format: magic byte, the schema id (big-endian int32), the Avro body."""
+    """Confluent's wire format: magic byte, the schema id (big-endian int32), the body."""
     return struct.pack(">bI", MAGIC, schema_id) + body
 
 
-def avro_records(gen: Generator, records: Iterable[Record], registry: RegistryClient, topic: str,
-                 strategy: str = "TopicNameStrategy") -> Iterator[Record]:
-    """``records`` with their values as framed Avro; each stage's schema registered on first use.
-    A spec that cannot be Avro fails here, before anything is produced."""
+def registry_records(gen: Generator, records: Iterable[Record], registry: RegistryClient, topic: str,
+                     strategy: str = "TopicNameStrategy", format: str = "avro") -> Iterator[Record]:
+    """``records`` with their values framed as ``format`` ("avro" or "json-schema"); each stage's
+    schema registered on first use. A spec that cannot be framed fails here, before anything is produced."""
+    from sinklab.generators import jsonschema
+
     spec = gen.spec
     if spec.cdc is not None:
         raise ValueError(f"spec {spec.name}: CDC streams are produced as JSON only (--format json)")
     if spec.bad_records is not None and spec.bad_records.ratio > 0:
-        raise ValueError(f"spec {spec.name}: bad records are JSON-level mistakes; produce Avro without them")
+        raise ValueError(f"spec {spec.name}: bad records are JSON-level mistakes; produce {format} without them")
     stages = stage_schemas(gen)
     afters = [after for after, _, _ in stages]
-    schemas = [schema for _, schema, _ in stages]
     converters = [conv for _, _, conv in stages]
-    parsed = [fastavro.parse_schema(s) for s in schemas]
-    return _encoded(records, afters, schemas, parsed, converters, registry, topic, strategy)
+    if format == "avro":
+        schemas = [schema for _, schema, _ in stages]
+        encoders = [_avro_encoder(schema) for schema in schemas]
+        schema_type = "AVRO"
+    else:
+        schemas = [jsonschema.json_schema_of(schema) for _, schema, _ in stages]
+        encoders = [jsonschema.encode] * len(stages)
+        schema_type = "JSON"
+    # Subjects are named by the Avro record's name (a JSON Schema's title is the same name).
+    subjects = [subject(strategy, topic, schema) for _, schema, _ in stages]
+    return _encoded(records, afters, schemas, subjects, schema_type, encoders, converters, registry)
 
 
-def _encoded(records: Iterable[Record], afters: list[int], schemas: list[dict[str, Any]], parsed: list[Any],
-             converters: list[Converters], registry: RegistryClient, topic: str, strategy: str) -> Iterator[Record]:
+def _avro_encoder(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bytes]:
+    parsed = fastavro.parse_schema(schema)
+
+    def encode(datum: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, datum)
+        return buf.getvalue()
+    return encode
+
+
+def _encoded(records: Iterable[Record], afters: list[int], schemas: list[dict[str, Any]], subjects: list[str],
+             schema_type: str, encoders: list[Callable[[dict[str, Any]], bytes]], converters: list[Converters],
+             registry: RegistryClient) -> Iterator[Record]:
     from dataclasses import replace
 
     ids: dict[int, int] = {}
@@ -182,10 +203,8 @@ def _encoded(records: Iterable[Record], afters: list[int], schemas: list[dict[st
         while stage + 1 < len(afters) and record.index >= afters[stage + 1]:
             stage += 1
         if stage not in ids:
-            ids[stage] = registry.register(subject(strategy, topic, schemas[stage]), schemas[stage])
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, parsed[stage], _datum(record.event, converters[stage]))
-        yield replace(record, value=frame(ids[stage], buf.getvalue()))
+            ids[stage] = registry.register(subjects[stage], schemas[stage], schema_type)
+        yield replace(record, value=frame(ids[stage], encoders[stage](_datum(record.event, converters[stage]))))
 
 
 def decode(value: bytes, registry: RegistryClient) -> dict[str, Any]:

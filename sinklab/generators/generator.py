@@ -124,8 +124,9 @@ class Generator:
                 subject_strategy: str = "TopicNameStrategy") -> Production:
         """Produce in the background; returns a handle (``.wait()``, ``.stop()``, delivered counts).
 
-        ``format="avro"`` produces Confluent-framed Avro, each drift stage's schema registered (under
-        ``subject_strategy``) in the schema registry at ``registry_url``, by default the stack's.
+        ``format="avro"`` produces Confluent-framed Avro (``"json-schema"``: JSON with a JSON Schema), each
+        drift stage's schema registered (under ``subject_strategy``) in the schema registry at
+        ``registry_url``, by default the stack's.
 
         `count` and `rate` default to the spec's (None: until ``.stop()``; as fast as possible).
         With daily topics the events go to ``{topic}.YYYYMMDD`` by their event time (the spec's
@@ -138,17 +139,17 @@ class Generator:
         daily = self.spec.daily_topics if daily_topics is None else daily_topics
         schedule = rate_schedule(rate if rate is not None else self.spec.rate)
         records = self.records(count, timed=daily and self._has_time())
-        if format == "avro":
-            from sinklab.generators.avro import avro_records
+        if format in ("avro", "json-schema"):
+            from sinklab.generators.avro import registry_records
             from sinklab.sink.registry import RegistryClient
 
             url = registry_url or stack.info.schema_registry_url
             if not url:
-                raise ValueError("format='avro' needs a schema registry: give registry_url, or start the stack's "
-                                 "(`sinklab stack up --schema-registry`, Stack.start_schema_registry())")
-            records = avro_records(self, records, RegistryClient(url), topic, subject_strategy)
+                raise ValueError(f"format={format!r} needs a schema registry: give registry_url, or start the "
+                                 "stack's (`sinklab stack up --schema-registry`, Stack.start_schema_registry())")
+            records = registry_records(self, records, RegistryClient(url), topic, subject_strategy, format)
         elif format != "json":
-            raise ValueError(f"format: expected json or avro, got {format!r}")
+            raise ValueError(f"format: expected json, avro or json-schema, got {format!r}")
         return produce_records(
             stack, topic, records, count=count, schedule=schedule,
             name=self.spec.name, partitions=partitions, daily=daily, create_topics=create_topics,
