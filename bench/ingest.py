@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
                                      [--sweep 1000,2000,5000,10000] [--profile] [--no-java-sink]
-    .venv/bin/python bench/ingest.py --format avro [--records 200000]
+    .venv/bin/python bench/ingest.py --format avro|json-schema [--records 200000]
 
 On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
 
@@ -22,9 +22,10 @@ On the embedded stack, N pizza events go into a fresh topic once; then, one afte
   columns, then runs the same latency measurement (a record is found by its key in the data files
   each snapshot added, as that sink records no source offsets).
 
-With ``--format avro`` it measures instead the same pizzas as JSON and as Confluent-framed Avro (their
-schema in the stack's schema registry, Apicurio Registry), each drained by sinklab into one table
-on the same warm JVM: the JSON figure is the baseline of the Avro one.
+With ``--format avro`` (or ``json-schema``) it measures instead the same pizzas as JSON and as
+Confluent-framed Avro (or JSON with a JSON Schema; the schema in the stack's schema registry, Apicurio
+Registry), each drained by sinklab into one table on the same warm JVM: the JSON figure is the
+baseline of the other.
 
 Prints a table, then one JSON object as the last line. Not a test: nothing here asserts a duration.
 Run it alone (``flock /tmp/sinklab-spark.lock ...`` on shared machines): the figures are only
@@ -56,6 +57,7 @@ from confluent_kafka import Consumer, TopicPartition
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, events, read_control_log
 from sinklab.sink.avro import AVRO_CONVERTER
+from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.progress import parse_offsets
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
@@ -313,13 +315,18 @@ def naive_pyiceberg(stack: Stack, topic: str, table: Table, interval_s: float) -
 
 # ---- sinklab
 
-def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, avro: bool = False,
+# The converter of each value format the bench produces (the registry's URL is the stack's).
+CONVERTERS = {"json": {"value.converter.schemas.enable": "false"}, "avro": {"value.converter": AVRO_CONVERTER},
+              "json-schema": {"value.converter": JSON_SCHEMA_CONVERTER}}
+FORMAT_NAMES = {"json": "JSON", "avro": "Avro", "json-schema": "JSON Schema"}
+
+
+def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, value_format: str = "json",
                 **extra: str) -> dict[str, Any]:
     config: dict[str, Any] = {**extra,
         "name": name, "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
-        # Avro: the registry's URL is the stack's.
-        **({"value.converter": AVRO_CONVERTER} if avro else {"value.converter.schemas.enable": "false"}),
+        **CONVERTERS[value_format],
     }
     if len(tables) > 1:
         config["iceberg.tables.route-field"] = "sauce"
@@ -344,10 +351,10 @@ class DrainResult:
 
 
 def drain(stack: Stack, name: str, topic: str, tables: list[str], interval_ms: int, expected: int,
-          avro: bool = False, **extra: str) -> DrainResult:
+          value_format: str = "json", **extra: str) -> DrainResult:
     """Cycles as the running sink makes them (one per interval, or back to back when a cycle takes
     longer), until every record of the backlog is committed."""
-    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms, avro, **extra))
+    sink = IcebergSink(stack, sink_config(name, topic, tables, interval_ms, value_format, **extra))
     spark = stack.spark
     cycles: list[CycleResult] = []
     jobs: list[list[SparkJob]] = []
@@ -606,7 +613,8 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
 
 def main() -> None:  # noqa: C901 - one section per measurement
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, help="backlog size (default 1,000,000; --format avro: 200,000)")
+    parser.add_argument("--records", type=int, help="backlog size (default 1,000,000; --format avro/json-schema: "
+                                                    "200,000)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--interval-ms", type=int, help="commit interval (sink and naive baseline; default 5000, "
                                                         "--maintenance 1000)")
@@ -625,8 +633,9 @@ def main() -> None:  # noqa: C901 - one section per measurement
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
     parser.add_argument("--maintenance", action="store_true",
                         help="only maintenance: compaction throughput, and p99 visibility with and without a schedule")
-    parser.add_argument("--format", choices=["json", "avro"], default="json",
-                        help="avro: only Avro (schema registry) vs JSON throughput, on the same backlog size")
+    parser.add_argument("--format", choices=["json", "avro", "json-schema"], default="json",
+                        help="avro / json-schema: only that format (schema registry) vs JSON throughput, on the "
+                             "same backlog size")
     args = parser.parse_args()
     if args.maintenance:
         maintenance(args.records or 200_000, args.partitions, args.interval_ms or 1_000, args.latency_rate or 2_000,
@@ -634,8 +643,8 @@ def main() -> None:  # noqa: C901 - one section per measurement
         return
     args.interval_ms = args.interval_ms or 5_000
     args.latency_rate, args.latency_seconds = args.latency_rate or 5_000, args.latency_seconds or 60
-    if args.format == "avro":
-        avro_vs_json(args.records or 200_000, args.partitions, args.interval_ms)
+    if args.format != "json":
+        framed_vs_json(args.format, args.records or 200_000, args.partitions, args.interval_ms)
         return
     args.records = args.records or 1_000_000
     if args.quick:
@@ -787,39 +796,41 @@ def main() -> None:  # noqa: C901 - one section per measurement
     print(json.dumps(_rounded(figures)))
 
 
-def avro_vs_json(records: int, partitions: int, interval_ms: int) -> None:
-    """The same pizzas as JSON and as registry Avro, each drained into its own table by sinklab."""
+def framed_vs_json(framed: str, records: int, partitions: int, interval_ms: int) -> None:
+    """The same pizzas as JSON and framed by the registry (``framed``: avro or json-schema), each
+    drained into its own table by sinklab."""
     figures: dict[str, Any] = {"records": records, "partitions": partitions, "interval_ms": interval_ms}
-    tables = {"json": f"{NAMESPACE}.pizzas_json", "avro": f"{NAMESPACE}.pizzas_avro"}
+    formats = ("json", framed)
+    tables = {fmt: f"{NAMESPACE}.pizzas_{fmt.replace('-', '_')}" for fmt in formats}
     with Stack.embedded(connect=False, schema_registry=True) as stack:
-        for fmt in ("json", "avro"):
+        for fmt in formats:
             figures[f"produce_{fmt}_rps"] = produce(stack, f"bench-{fmt}", records, partitions, value_format=fmt)
             produce(stack, f"bench-warm-{fmt}", min(records // 5, 50_000), partitions, seed=98, value_format=fmt)
-        figures["bytes_per_record"] = {fmt: _topic_bytes(stack, f"bench-{fmt}") / records for fmt in ("json", "avro")}
+        figures["bytes_per_record"] = {fmt: _topic_bytes(stack, f"bench-{fmt}") / records for fmt in formats}
         stack.spark  # noqa: B018 - the JVM's start is no part of any figure
         for fmt, table in tables.items():  # creates the tables and warms the JVM up for both
             drain(stack, f"bench-warm-{fmt}", f"bench-warm-{fmt}", [table], interval_ms, min(records // 5, 50_000),
-                  avro=fmt == "avro")
+                  value_format=fmt)
         results = {fmt: drain(stack, f"bench-{fmt}-sink", f"bench-{fmt}", [table], interval_ms, records,
-                              avro=fmt == "avro") for fmt, table in tables.items()}
+                              value_format=fmt) for fmt, table in tables.items()}
         figures["table_types"] = {fmt: dict(stack.spark.table(f"sinklab.{t}").dtypes) for fmt, t in tables.items()}
     for fmt, result in results.items():
         figures[f"sinklab_{fmt}_rps"] = result.rps
         figures[f"sinklab_{fmt}_cycles"] = len(result.cycles)
         figures[f"sinklab_{fmt}_cycle_s_mean"] = statistics.mean(c.duration_ms / 1000 for c in result.cycles)
-    figures["avro_vs_json"] = figures["sinklab_avro_rps"] / figures["sinklab_json_rps"]
-    f = figures
+    figures[f"{framed}_vs_json"] = figures[f"sinklab_{framed}_rps"] / figures["sinklab_json_rps"]
+    f, name = figures, FORMAT_NAMES[framed]
     print_table([
         ("records in each backlog", f"{records:,}", f"{partitions} partitions, pizza events"),
-        ("bytes per value", f"{f['bytes_per_record']['json']:.0f} / {f['bytes_per_record']['avro']:.0f}",
-         "JSON / Avro (Confluent framing)"),
-        ("produce JSON / Avro", f"{f['produce_json_rps']:,.0f} / {f['produce_avro_rps']:,.0f}/s",
-         "Avro: fastavro + registry (schema registered once)"),
+        ("bytes per value", f"{f['bytes_per_record']['json']:.0f} / {f['bytes_per_record'][framed]:.0f}",
+         f"JSON / {name} (Confluent framing)"),
+        (f"produce JSON / {name}", f"{f['produce_json_rps']:,.0f} / {f[f'produce_{framed}_rps']:,.0f}/s",
+         "framed: encoded + registry (schema registered once)"),
         ("sinklab, JSON (baseline)", f"{f['sinklab_json_rps']:,.0f}/s",
          f"{f['sinklab_json_cycles']} cycle(s), {f['sinklab_json_cycle_s_mean']:.2f} s mean"),
-        ("sinklab, Avro + registry", f"{f['sinklab_avro_rps']:,.0f}/s",
-         f"{f['avro_vs_json']:.2f}x JSON; {f['sinklab_avro_cycles']} cycle(s), "
-         f"{f['sinklab_avro_cycle_s_mean']:.2f} s mean"),
+        (f"sinklab, {name} + registry", f"{f[f'sinklab_{framed}_rps']:,.0f}/s",
+         f"{f[f'{framed}_vs_json']:.2f}x JSON; {f[f'sinklab_{framed}_cycles']} cycle(s), "
+         f"{f[f'sinklab_{framed}_cycle_s_mean']:.2f} s mean"),
     ])
     print("column types: " + "; ".join(f"{fmt}: " + ", ".join(f"{k} {v}" for k, v in types.items())
                                        for fmt, types in f["table_types"].items()))
