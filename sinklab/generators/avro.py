@@ -4,6 +4,8 @@ Each drift stage of a spec has its own Avro schema (a step that adds a field or 
 new version of the subject), registered the first time an event of that stage is produced, the way a
 producer with Confluent's ``KafkaAvroSerializer`` and ``auto.register.schemas`` does. Timestamps
 become ``timestamp-millis``, uuids ``string``/``uuid``, a field with a null ratio a union with null.
+``registry_records`` frames and registers them; with ``format="json-schema"`` it says each stage's
+schema in JSON Schema (``jsonschema.py``) and writes JSON bodies instead.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from sinklab.generators.generator import Generator, Record
 
 INT32_MAX = 2**31 - 1
-FORMATS = ("json", "avro", "json-schema")
 
 
 Converters = dict[str, Callable[[Any], Any] | None]
