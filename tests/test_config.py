@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sinklab.demo import SEED_CONFIG
-from sinklab.sink.config import ConfigError, load_config
+from sinklab.sink.config import ConfigError, from_connect, load_config
 
 
 def test_seed_config_loads_verbatim() -> None:
@@ -32,6 +32,12 @@ def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
     assert config.schemas_enable  # JsonConverter's own default
     assert config.commit_interval_ms == 300000 and config.control_topic == "control-iceberg"
     assert any("some.unknown" in n for n in config.notes)
+    # Keys: JsonConverter's envelope by default (a tombstone's key names its row by the payload).
+    keyed = {"topics": "a", "iceberg.tables": "ns.t", "key.converter": converter}
+    assert from_connect("s", keyed).key_envelope and not config.key_envelope
+    assert not from_connect("s", {**keyed, "key.converter.schemas.enable": "false"}).key_envelope
+    assert not from_connect("s", {**keyed, "key.converter": "org.apache.kafka.connect.storage.StringConverter"}
+                            ).key_envelope
 
 
 @pytest.mark.parametrize(("conf", "key"), [
@@ -46,6 +52,8 @@ def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
      "value.converter"),
     ({"topics.regex": "logs.[", "iceberg.tables": "ns.t"}, "topics.regex"),
     ({"topics": "a", "iceberg.tables": "ns.t", "errors.tolerance": "some"}, "errors.tolerance"),
+    ({"topics": "a", "iceberg.tables": "ns.t", "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+      "key.converter.schemas.enable": "maybe"}, "key.converter.schemas.enable"),
 ])
 def test_bad_values_name_the_key(conf: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as info:

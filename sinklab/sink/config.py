@@ -126,6 +126,8 @@ class SinkConfig(BaseModel):
     # (the URL may come from the stack).
     value_registry: RegistrySettings | None = None
     key_registry: RegistrySettings | None = None
+    # key.converter=JsonConverter with schemas.enable: a key in the envelope names its row by its payload.
+    key_envelope: bool = False
     errors_tolerance: Literal["none", "all"] = "none"
     dlq_topic: str | None = None
     dlq_context_headers: bool = False
@@ -424,10 +426,14 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
         if key.registry_url is None and out["value_registry"] is not None:  # one registry for both, as usual
             key.registry_url, key.user_info = out["value_registry"].registry_url, out["value_registry"].user_info
     else:
-        # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key.
-        if key_converter is not None:
+        # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key;
+        # JsonConverter's keys carry the schema envelope unless told otherwise, as its values do.
+        key_props = dict(converter_props["key"])
+        if key_converter in JSON_CONVERTERS:
+            out["key_envelope"] = _bool("key.converter.schemas.enable", key_props.pop("schemas.enable", "true"))
+        elif key_converter is not None:
             notes.append(f"key.converter: {key_converter} accepted, not used (keys are read as text)")
-        for prop in converter_props["key"]:
+        for prop in key_props:
             notes.append(f"key.converter.{prop}: accepted, not used (keys are read as text)")
     # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
     if schemas_enable is None or framed:

@@ -148,7 +148,8 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
             cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
-            framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None) -> DataFrame:
+            framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
+            key_envelope: bool = False) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -163,13 +164,19 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     each record decoded to JSON text, its schema the Connect schema of its writer schema, and the
     column SCHEMA_ID its id. With ``framed_key`` the keys are: KEY_TEXT holds each decoded,
     KEY_SCHEMA_ID its id, and a record whose key does not decode is bad, as Kafka Connect fails a
-    record its key converter cannot read.
+    record its key converter cannot read. With ``key_envelope`` a key in Connect's schema/payload
+    envelope is its payload (KEY_TEXT); other keys are read as they are.
     """
     extra: list[Column] = []
     key_text, key_error = F.decode(F.col("key"), "UTF-8"), None
     if framed_key is not None:
         key_text, _, key_error, key_id = framed_key.columns()
         extra += [key_id.alias(KEY_SCHEMA_ID), key_text.alias(KEY_TEXT)]
+    elif key_envelope and (tombstone_ids is not None or transforms):  # the only readers of a key
+        inner = F.get_json_object(key_text, "$.payload")
+        key_text = F.when(inner.isNotNull() & F.array_contains(F.json_object_keys(key_text), "schema"), inner
+                          ).otherwise(key_text)
+        extra.append(key_text.alias(KEY_TEXT))
     if framed is not None:
         payload, schema, shape, schema_id = framed.columns()
         extra.append(schema_id.alias(SCHEMA_ID))

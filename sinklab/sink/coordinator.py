@@ -226,7 +226,7 @@ class Coordinator:
         # once (caching the raw records too cost a second cache and a job).
         return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
                        self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
-                       self.framed, self.framed_key).persist(StorageLevel.MEMORY_AND_DISK)
+                       self.framed, self.framed_key, self.config.key_envelope).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
         """Per partition: records, newest timestamp, tombstones, bad records (and registry schema ids)."""
