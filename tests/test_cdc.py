@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli, sink_config
+from helpers import produce_raw, run_cli, sink_config
 
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink
@@ -99,20 +99,27 @@ def test_debezium_envelopes(stack: Stack, unique: str) -> None:
     def change(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
         return {"op": op, "before": before, "after": after, "source": source, "ts_ms": 1700000000000}
 
-    produce_json(stack.bootstrap_servers, unique, [
+    changes = [
         change("r", None, {"id": 1, "v": "snap", "region": "eu"}),
         change("c", None, {"id": 2, "v": "new", "region": "eu"}),
         change("c", None, {"id": 3, "v": "gone soon", "region": "eu"}),
         change("u", {"id": 1, "v": "snap", "region": "eu"}, {"id": 1, "v": "changed", "region": "us"}),
         change("d", {"id": 3, "v": "gone soon", "region": "eu"}, None),
-    ])
+    ]
+    # Keyed as Debezium keys them with JsonConverter: the row's ids in Connect's envelope.
+    key_schema = {"type": "struct", "fields": [{"field": "id", "type": "int32"}]}
+    keys = [json.dumps({"schema": key_schema, "payload": {"id": (c["after"] or c["before"])["id"]}}).encode()
+            for c in changes]
+    produce_raw(stack, unique, [json.dumps(c).encode() for c in changes], keys=keys)
     once(stack, sink_config(unique, **{
         "transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
-        "iceberg.tables.cdc-field": "_cdc.op", "iceberg.tables.default-id-columns": "id"}))
+        "iceberg.tables.cdc-field": "_cdc.op", "iceberg.tables.default-id-columns": "id",
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter"}))
     table = f"{unique}.pizzas"
     assert table_rows(stack, table) == [(1, "changed", "us"), (2, "new", "eu")]
-    cdc = {r.id: (r["_cdc"].op, r["_cdc"].source) for r in stack.spark.table(f"sinklab.{table}").collect()}
-    assert cdc == {1: ("U", "shop.orders"), 2: ("I", "shop.orders")}
+    cdc = {r.id: (r["_cdc"].op, r["_cdc"].source, r["_cdc"].key)
+           for r in stack.spark.table(f"sinklab.{table}").collect()}
+    assert cdc == {1: ("U", "shop.orders", '{"id":1}'), 2: ("I", "shop.orders", '{"id":2}')}
 
 
 def test_bad_operations_and_missing_ids_are_bad_records(stack: Stack, unique: str) -> None:
