@@ -58,11 +58,15 @@ class FakeSink:
         self.config = config
         self.state = "UNASSIGNED"
         self.starts = 0
+        self.halted = False
         FakeSink.built.append(self)
 
     def start(self) -> FakeSink:
         self.state, self.starts = "RUNNING", self.starts + 1
         return self
+
+    def halt(self) -> None:
+        self.halted = True
 
     def stop(self, timeout: float = 120) -> None:
         if self.state != "FAILED":
@@ -164,6 +168,7 @@ def test_herder_states_offsets_and_durability(tmp_path: Path) -> None:
     settle(again)
     assert again.status("b")["connector"]["state"] == "RUNNING" and len(FakeSink.built) == 1
     again.delete("b")
+    assert FakeSink.built[0].halted  # no cycle starts once DELETE has answered
     with pytest.raises(NotFound):
         again.status("b")
     wait_for(lambda: FakeSink.built[0].state == "STOPPED", 10, "the deleted connector's sink to stop")

@@ -53,6 +53,7 @@ class Conflict(ConnectError):  # noqa: N818 - the HTTP status's name
 
 class SinkLike(Protocol):
     def start(self) -> Any: ...
+    def halt(self) -> None: ...
     def stop(self, timeout: float = ...) -> None: ...
     def status(self) -> SinkStatus: ...
 
@@ -161,10 +162,18 @@ class Connector:
             self._wake()
 
     def close(self, timeout: float = 120) -> None:
+        self.halt()
+        self._thread.join(timeout)
+
+    def halt(self) -> None:
+        """Closing, at once: the running sink starts no cycle after this returns (the worker then
+        waits for its current one), and the worker starts no sink any more."""
         with self._cond:
             self._closing = True
+            sink = self._sink if self._started else None
             self._wake()
-        self._thread.join(timeout)
+        if sink is not None:
+            sink.halt()
 
     def _wake(self) -> None:
         self._dirty = True
@@ -215,9 +224,12 @@ class Connector:
             if self._sink is None:
                 self._sink = self._factory(validate(self.name, config))
                 self._sink_generation = generation
-            log.info("connector %s: starting its sink", self.name)
-            self._sink.start()
-            self._started = True
+            with self._cond:
+                if self._closing:  # deleted while the sink was being built: it never runs
+                    return
+                log.info("connector %s: starting its sink", self.name)
+                self._sink.start()
+                self._started = True
 
     def _remember_topics(self) -> None:
         if self._sink is not None:
@@ -386,7 +398,8 @@ class Herder:
             connector = self.get(name)
             del self._connectors[name]
             self._save()
-        # Off the request: the sink finishes its cycle first.
+        # No cycle starts after the request returns; the one running finishes off the request.
+        connector.halt()
         threading.Thread(target=connector.close, name=f"delete-{name}", daemon=True).start()
 
     def set_target(self, name: str, state: str) -> None:

@@ -153,6 +153,10 @@ class IcebergSink:
         self._thread.start()
         return self
 
+    def halt(self) -> None:
+        """Start no cycle after this returns; the running one finishes (``stop`` waits for it)."""
+        self._stop.set()
+
     def stop(self, timeout: float = 120) -> None:
         self._stop.set()
         if self._thread is not None:
