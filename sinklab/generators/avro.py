@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
+from sinklab.generators import jsonschema
 from sinklab.generators.fields import parse_time
 from sinklab.generators.spec import (
     ArrayField,
@@ -160,8 +161,6 @@ def registry_records(gen: Generator, records: Iterable[Record], registry: Regist
                      strategy: str = "TopicNameStrategy", format: str = "avro") -> Iterator[Record]:
     """``records`` with their values framed as ``format`` ("avro" or "json-schema"); each stage's
     schema registered on first use. A spec that cannot be framed fails here, before anything is produced."""
-    from sinklab.generators import jsonschema
-
     spec = gen.spec
     if spec.cdc is not None:
         raise ValueError(f"spec {spec.name}: CDC streams are produced as JSON only (--format json)")

@@ -20,7 +20,6 @@ from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaM
 CONNECT_ONLY = {
     "connector.class": "sinklab is the connector",
     "tasks.max": "Spark decides read parallelism from the partitions and cores",
-    "key.converter.schemas.enable": "keys are read as text",
     "header.converter": "headers are kept as bytes",
     "errors.retry.timeout": "Spark retries failed tasks itself",
     "errors.retry.delay.max.ms": "Spark retries failed tasks itself",

@@ -158,7 +158,7 @@ class IcebergSink:
         self._stop.set()
 
     def stop(self, timeout: float = 120) -> None:
-        self._stop.set()
+        self.halt()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
