@@ -14,6 +14,7 @@ from sinklab.sink.errors import SinkError
 from sinklab.stack import STACK_FILE, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.jars import JarsNotFound
 from sinklab.stack.process import pid_alive
+from sinklab.stack.registry_build import PART as REGISTRY_PART
 
 
 class CliError(Exception):  # noqa: N818 - reads better at the raise sites
@@ -460,9 +461,6 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dest")
     export.set_defaults(func=cmd_jars_export)
     return parser
-
-
-REGISTRY_PART = "schema-registry"
 
 
 def cmd_jars_fetch(args: argparse.Namespace) -> int:

@@ -22,6 +22,19 @@ CCOMPAT_PATH = "/apis/ccompat/v6"
 JVM_OPTS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 
+def probe(registry_url: str) -> bool:
+    """Whether a schema registry answers at ``registry_url`` (its Confluent-compatible base URL);
+    raises when nothing listens there (readiness waits report the last such error)."""
+    return requests.get(f"{registry_url}/subjects", timeout=2).status_code == 200
+
+
+def answers(registry_url: str) -> bool:
+    try:
+        return probe(registry_url)
+    except requests.RequestException:
+        return False
+
+
 class EmbeddedRegistry:
     def __init__(self, workdir: Path, port: int | None = None):
         self.workdir = workdir
@@ -36,7 +49,7 @@ class EmbeddedRegistry:
         return f"http://{LOOPBACK}:{self.port}{CCOMPAT_PATH}"
 
     def ready(self) -> bool:
-        return requests.get(f"{self.url}/subjects", timeout=2).status_code == 200
+        return probe(self.url)
 
     def start(self, timeout: float = 120) -> None:
         jar = runner_jar()  # built here, so that a failure names what could not be fetched

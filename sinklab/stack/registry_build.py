@@ -34,7 +34,7 @@ from sinklab.stack import jars
 APICURIO_VERSION = "2.4.2.Final"
 APP = ("io.apicurio", "apicurio-registry-app", APICURIO_VERSION)
 RUNNER = "apicurio-registry-runner.jar"
-EXPORTED = "schema-registry"  # its folder in an export (``sinklab jars export``), as the parts have theirs
+PART = "schema-registry"  # its name beside the jar parts (`sinklab jars fetch`) and its folder in an export
 _CONFIG_INDEX = "io/apicurio/apicurio-common-app-components-config-index-deployment"
 _EVERIT = "com/github/everit-org/json-schema/org.everit.json.schema/1.14.2/org.everit.json.schema-1.14.2.pom"
 FIXUPS: dict[str, str] = {
@@ -66,9 +66,9 @@ def runner_jar() -> Path:
     second process waits for the first's and uses it."""
     user_dir = os.environ.get(jars.JARS_DIR_ENV)
     if user_dir:
-        runner = Path(user_dir).expanduser() / EXPORTED / RUNNER
+        runner = Path(user_dir).expanduser() / PART / RUNNER
         if not runner.is_file():
-            raise jars.JarsNotFound(f"{jars.JARS_DIR_ENV}={user_dir}: no {EXPORTED}/{RUNNER} for Apicurio Registry "
+            raise jars.JarsNotFound(f"{jars.JARS_DIR_ENV}={user_dir}: no {PART}/{RUNNER} for Apicurio Registry "
                                     f"{APICURIO_VERSION} (`sinklab jars export DIR` on a connected machine writes it)")
         return runner
     out = build_dir()
@@ -87,7 +87,7 @@ def export(dest: Path) -> Path:
     """Copy the built registry (building it first if needed) to ``dest/schema-registry/``, beside the
     parts ``jars.export`` writes: what ``runner_jar`` finds under ``SINKLAB_JARS_DIR``."""
     built = runner_jar().parent
-    target = dest / EXPORTED
+    target = dest / PART
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(built, target, ignore=shutil.ignore_patterns("build.log", "complete"))
     return target

@@ -17,7 +17,7 @@ from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
 from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_leader_first, stop_pid
-from sinklab.stack.registry import EmbeddedRegistry
+from sinklab.stack.registry import EmbeddedRegistry, answers
 from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import S3_FILE_IO, SparkSettings, build_spark, catalog_conf, is_s3_location, stop_spark
 
@@ -268,7 +268,7 @@ class Stack:
         Not started by default: its jar is built from Maven Central on first use (about a minute,
         ~130 MB) and it takes ~5 s and ~250 MB, which sinks of JSON topics do not need.
         """
-        if self.info.schema_registry_url and (self._registry is not None or _answers(self.info.schema_registry_url)):
+        if self.info.schema_registry_url and (self._registry is not None or answers(self.info.schema_registry_url)):
             return self.info.schema_registry_url  # this object's, or another process's (Stack.from_file)
         if self.workdir is None or self.info.kind != "embedded":
             raise ProcessError("only an embedded stack starts a schema registry; give an external one's URL in the "
@@ -470,15 +470,6 @@ def stop_recorded(info: StackInfo) -> list[str]:
             stop_pid(pid, timeout=15)
         stopped.append(name)
     return stopped
-
-
-def _answers(registry_url: str) -> bool:
-    import requests
-
-    try:
-        return requests.get(f"{registry_url}/subjects", timeout=2).ok
-    except requests.RequestException:
-        return False
 
 
 def _cmdline(pid: int) -> str:
