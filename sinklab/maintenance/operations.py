@@ -84,10 +84,6 @@ class Target:
     def quoted(self) -> str:
         return _literal(self.table)
 
-    def head(self) -> int | None:
-        snap = self.load().current_snapshot()
-        return snap.snapshot_id if snap else None
-
 
 def _literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -107,16 +103,19 @@ def _start() -> tuple[int, float]:
     return int(time.time() * 1000), time.monotonic()
 
 
-def _done(report: Report, began: float, target: Target) -> Report:
+def _done(report: Report, began: float, after: Table) -> Report:
+    """``report`` finished; ``after``: the table as the operation left it (loaded once, by the operation)."""
     report.duration_ms = int((time.monotonic() - began) * 1000)
-    report.snapshot_id = target.head()
+    head = after.current_snapshot()
+    report.snapshot_id = head.snapshot_id if head else None
     log.info("%s", report)
     return report
 
 
-def small_files(target: Target, small_bytes: int) -> int:
-    """The most small data files any one partition of the table holds."""
-    group = "" if target.load().spec().is_unpartitioned() else "GROUP BY partition ORDER BY n DESC LIMIT 1"
+def small_files(target: Target, small_bytes: int, table: Table | None = None) -> int:
+    """The most small data files any one partition of the table (``table``, if loaded already) holds."""
+    spec = (table or target.load()).spec()
+    group = "" if spec.is_unpartitioned() else "GROUP BY partition ORDER BY n DESC LIMIT 1"
     rows = target.spark.sql(
         f"SELECT count(*) AS n FROM {target.catalog_name}.{quote(target.table)}.files "
         f"WHERE content = 0 AND file_size_in_bytes < {int(small_bytes)} {group}").collect()
@@ -153,8 +152,9 @@ def compact(target: Target, target_file_size_bytes: int | None = None, sort_by: 
                           options=_options({"rewrite-all": "true"}))[0]
         report.counts.update(rewritten_delete_files=pos.rewritten_delete_files_count,
                              added_delete_files=pos.added_delete_files_count)
-    report.counts["table_rows"] = _total(target.load(), "total-records")
-    return _done(report, began, target)
+    after = target.load()
+    report.counts["table_rows"] = _total(after, "total-records")
+    return _done(report, began, after)
 
 
 def rewrite_manifests(target: Target) -> Report:
@@ -163,7 +163,7 @@ def rewrite_manifests(target: Target) -> Report:
     report = Report(table=target.table, operation="rewrite-manifests", started_at_ms=started_at)
     row = _retrying(target, report, lambda: target.call("rewrite_manifests", table=target.quoted)[0])
     report.counts.update(rewritten_manifests=row.rewritten_manifests_count, added_manifests=row.added_manifests_count)
-    return _done(report, began, target)
+    return _done(report, began, target.load())
 
 
 def expire(target: Target, older_than_ms: int = DEFAULT_EXPIRE_MS, retain_last: int = 1) -> Report:
@@ -172,8 +172,7 @@ def expire(target: Target, older_than_ms: int = DEFAULT_EXPIRE_MS, retain_last: 
     The files only expired snapshots referenced are deleted."""
     started_at, began = _start()
     report = Report(table=target.table, operation="expire", started_at_ms=started_at)
-    _expire(target, started_at - older_than_ms, retain_last, [], report)
-    return _done(report, began, target)
+    return _done(report, began, _expire(target, started_at - older_than_ms, retain_last, [], report))
 
 
 def clean(target: Target, older_than_ms: int = DEFAULT_ORPHAN_MS) -> Report:
@@ -191,14 +190,15 @@ def clean(target: Target, older_than_ms: int = DEFAULT_ORPHAN_MS) -> Report:
         log.info("%s: dropped %d staging branches of cycles that never published: %s", target.table, len(stale),
                  ", ".join(r.name for r in stale))
     report.counts["dropped_stages"] = len(stale)
-    snaps, refs = snaps_of(target.load().metadata)
+    table = target.load() if stale else table
+    snaps, refs = snaps_of(table.metadata)
     dead = unreachable(snaps, refs, cutoff)
     if dead:
         # Only the named snapshots: the time-based cutoff given is the oldest one, so nothing else goes.
-        _expire(target, min(s.timestamp_ms for s in snaps.values()), 1, dead, report)
+        table = _expire(target, min(s.timestamp_ms for s in snaps.values()), 1, dead, report)
     report.counts["unreachable_snapshots"] = len(dead)
-    report.counts["orphan_files"] = _delete_orphans(target, cutoff)
-    return _done(report, began, target)
+    report.counts["orphan_files"] = _delete_orphans(target, cutoff)  # files only: the metadata stays as it is
+    return _done(report, began, table)
 
 
 def maintain(target: Target, expire_older_than_ms: int = DEFAULT_EXPIRE_MS, orphan_older_than_ms: int =
@@ -215,7 +215,8 @@ def maintain(target: Target, expire_older_than_ms: int = DEFAULT_EXPIRE_MS, orph
 
 
 # ---- inside
-def _expire(target: Target, cutoff_ms: int, retain_last: int, snapshot_ids: list[int], report: Report) -> None:
+def _expire(target: Target, cutoff_ms: int, retain_last: int, snapshot_ids: list[int], report: Report) -> Table:
+    """Expire through Iceberg's procedure, counted into ``report``; the table as it left it."""
     snaps, refs = snaps_of(target.load().metadata)
     held = recovery_snapshots(snaps, refs)
     cutoff = expiry_cutoff(cutoff_ms, held)
@@ -228,12 +229,14 @@ def _expire(target: Target, cutoff_ms: int, retain_last: int, snapshot_ids: list
     if snapshot_ids:
         args["snapshot_ids"] = "array(" + ", ".join(f"{i}L" for i in snapshot_ids) + ")"
     row = target.call("expire_snapshots", **args)[0]
-    after = len(target.load().metadata.snapshots)
+    table = target.load()
+    after = len(table.metadata.snapshots)
     report.counts["expired_snapshots"] = report.counts.get("expired_snapshots", 0) + len(snaps) - after
     report.counts["deleted_data_files"] = report.counts.get("deleted_data_files", 0) + row.deleted_data_files_count
     report.counts["deleted_delete_files"] = report.counts.get("deleted_delete_files", 0) + (
         row.deleted_position_delete_files_count + row.deleted_equality_delete_files_count)
     report.counts["snapshots"] = after
+    return table
 
 
 def _delete_orphans(target: Target, cutoff_ms: int) -> int:

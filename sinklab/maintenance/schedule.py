@@ -76,8 +76,9 @@ class Scheduler:
         # than M: until then the check (a Spark job over the files table) cannot come out true.
         if c.most_small is not None and c.files_since_check < p.compact_small_files + 1 - c.most_small:
             return False
-        small = int(target_file_size(target.load(), p.target_file_size_bytes) * SMALL_SHARE)
-        c.most_small, c.files_since_check = small_files(target, small), 0
+        table = target.load()
+        small = int(target_file_size(table, p.target_file_size_bytes) * SMALL_SHARE)
+        c.most_small, c.files_since_check = small_files(target, small, table), 0
         return c.most_small > p.compact_small_files
 
     def _expire(self, target: Target, c: TableCounters) -> list[Report]:
