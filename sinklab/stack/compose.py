@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import requests
 
+from sinklab.stack import registry
+from sinklab.stack.registry import CCOMPAT_PATH
+
 COMPOSE_FILE = "compose.yaml"
 # Set to 1 in the JupyterLab container, so that Stack.compose() there uses the service names.
 IN_COMPOSE_ENV = "SINKLAB_IN_COMPOSE"
@@ -22,7 +25,6 @@ S3_REGION = "us-east-1"
 # Service -> port published on the host's 127.0.0.1.
 HOST_PORTS = {"kafka": 9092, "minio": 9000, "rest": 8181, "spark-master": 8080, "jupyter": 8888,
               "schema-registry": 8081}
-CCOMPAT_PATH = "/apis/ccompat/v6"  # Apicurio Registry's Confluent-compatible API
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def unreachable(endpoints: ComposeEndpoints, timeout: float = 3) -> list[str]:
             lambda: requests.get(endpoints.s3_endpoint + "/minio/health/live", timeout=timeout).ok),
         f"schema registry at {endpoints.schema_registry_url}": (
             endpoints.schema_registry_url,
-            lambda: requests.get(endpoints.schema_registry_url + "/subjects", timeout=timeout).ok),
+            lambda: registry.probe(endpoints.schema_registry_url, timeout)),
     }
     problems = []
     for name, (address, probe) in probes.items():

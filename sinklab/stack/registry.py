@@ -22,10 +22,10 @@ CCOMPAT_PATH = "/apis/ccompat/v6"
 JVM_OPTS = ["-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 
-def probe(registry_url: str) -> bool:
+def probe(registry_url: str, timeout: float = 2) -> bool:
     """Whether a schema registry answers at ``registry_url`` (its Confluent-compatible base URL);
     raises when nothing listens there (readiness waits report the last such error)."""
-    return requests.get(f"{registry_url}/subjects", timeout=2).status_code == 200
+    return requests.get(f"{registry_url}/subjects", timeout=timeout).status_code == 200
 
 
 def answers(registry_url: str) -> bool:
