@@ -59,6 +59,7 @@ class FakeSink:
         self.state = "UNASSIGNED"
         self.starts = 0
         self.halted = False
+        self.stopping = 0.0  # how long stop() takes, like a cycle finishing
         FakeSink.built.append(self)
 
     def start(self) -> FakeSink:
@@ -69,6 +70,7 @@ class FakeSink:
         self.halted = True
 
     def stop(self, timeout: float = 120) -> None:
+        time.sleep(self.stopping)
         if self.state != "FAILED":
             self.state = "STOPPED"
 
@@ -167,11 +169,12 @@ def test_herder_states_offsets_and_durability(tmp_path: Path) -> None:
     again.set_target("b", "RUNNING")
     settle(again)
     assert again.status("b")["connector"]["state"] == "RUNNING" and len(FakeSink.built) == 1
+    FakeSink.built[0].stopping = 0.5
     again.delete("b")
-    assert FakeSink.built[0].halted  # no cycle starts once DELETE has answered
+    # DELETE answers once the sink has stopped, its running cycle finished.
+    assert FakeSink.built[0].halted and FakeSink.built[0].state == "STOPPED"
     with pytest.raises(NotFound):
         again.status("b")
-    wait_for(lambda: FakeSink.built[0].state == "STOPPED", 10, "the deleted connector's sink to stop")
     again.close()
 
 

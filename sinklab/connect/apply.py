@@ -19,7 +19,7 @@ import requests
 from sinklab.connect.herder import ConnectError, normalize, validate
 from sinklab.sink.config import ConfigError, read_connect_json
 
-TIMEOUT_S = 30
+TIMEOUT_S = 90  # Kafka Connect's own REST timeout: a DELETE waits for its sink's running cycle
 
 
 class ApplyError(RuntimeError):

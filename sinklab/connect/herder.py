@@ -398,9 +398,9 @@ class Herder:
             connector = self.get(name)
             del self._connectors[name]
             self._save()
-        # No cycle starts after the request returns; the one running finishes off the request.
-        connector.halt()
-        threading.Thread(target=connector.close, name=f"delete-{name}", daemon=True).start()
+        # Answer only once the sink has stopped: a cycle still running would read the topics'
+        # ends when it gets there and commit records produced after DELETE answered.
+        connector.close()
 
     def set_target(self, name: str, state: str) -> None:
         self._writable()
