@@ -310,7 +310,7 @@ class Stack:
         if errors:
             raise errors[0]
 
-    def stop_spark(self) -> None:
+    def stop_spark(self, timeout: float = 30) -> None:
         """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.
 
         One process holds one Spark driver: stop one stack's Spark before another stack (with other
@@ -319,7 +319,7 @@ class Stack:
         if self._spark is not None:
             spark, self._spark = self._spark, None
             self._spark_catalogs = set()
-            stop_spark(spark)
+            stop_spark(spark, timeout)
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
