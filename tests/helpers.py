@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from sinklab.generators import pizza_events, produce_json
 from sinklab.stack import Stack
+from sinklab.stack.process import stop_pid
 
 
 def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -48,3 +51,30 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
+
+
+def mentioning(text: str) -> list[int]:
+    """PIDs whose command line names ``text`` (a stack directory this suite made)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def stop_leftovers(text: str, grace: float = 15) -> list[int]:
+    """Processes that name ``text`` exit with what started them (a kernel, a training run); those
+    still there after ``grace`` were left behind. They are stopped either way, so a failure cannot
+    leak them; returns them."""
+    deadline = time.monotonic() + grace
+    while (left := mentioning(text)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        stop_pid(pid, timeout=10, group=False)
+    return left

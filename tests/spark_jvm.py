@@ -10,21 +10,26 @@ first sink cycle (2 cores, Stack.embedded, 1,000 pizzas):
   cycle 19.3 s against 16.3 s. Not sinklab's default: C2 drains a backlog 1.8x faster
   (``bench/ingest.py --quick``: 50k records/s against 28k).
 - a class-data-sharing archive of the classes a sink cycle loads (Spark, Iceberg, Kafka), dumped
-  once per machine by a training run (about a minute) and kept beside sinklab's jar cache: the
-  first cycle 9.7 s against 16.3 s. The JVM checks the archive against its classpath and ignores
-  one that does not match; the options keep that silent.
+  once per checkout by a training run (about 45 s) into ``.sinklab/test-jvm/``: the first cycle
+  9.7 s against 16.3 s. The JVM checks the archive against its classpath and ignores one that does
+  not match; the options keep that silent.
 
-``python tests/spark_jvm.py OUT`` is the training run: it writes the archive to ``OUT``.
+``python tests/spark_jvm.py OUT WORKDIR`` is the training run: it writes the archive to ``OUT``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from helpers import stop_leftovers
+
+from sinklab.stack.process import pid_alive
 
 C1 = "-XX:TieredStopAtLevel=1"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -41,19 +46,26 @@ def archive_path() -> Path:
     driver = sorted((Path(pyspark_init).parent / "jars").glob("*.jar"))
     extra = [Path(p) for p in spark_jars(SparkSettings())["spark.jars"].split(",")]
     key = hashlib.sha256("\n".join([version, *(f"{p}:{p.stat().st_size}" for p in driver + extra)]).encode())
-    return jars.cache_dir().parent / "test-jvm" / f"spark-{key.hexdigest()[:16]}.jsa"
+    # In the checkout, not in a shared cache: the JVM ties an archive to its classpath's paths, which
+    # are this checkout's venv.
+    return Path(__file__).resolve().parent.parent / ".sinklab" / "test-jvm" / f"spark-{key.hexdigest()[:16]}.jsa"
 
 
 def configure() -> None:
     """Set ``SPARK_SUBMIT_OPTS`` for this process and every process it starts, training the
-    archive first if this machine has none. A user's own ``SPARK_SUBMIT_OPTS`` is left alone."""
+    archive first if this checkout has none. A user's own ``SPARK_SUBMIT_OPTS`` is left alone."""
     if "SPARK_SUBMIT_OPTS" in os.environ:
         return
-    archive = archive_path()
+    os.environ["SPARK_SUBMIT_OPTS"] = C1
+    try:
+        archive = archive_path()
+    except Exception as exc:  # noqa: BLE001 - no Java or jars yet: the tests that need them say so
+        print(f"\nsinklab tests: no class archive ({exc})", file=sys.stderr)
+        return
     if not archive.exists():
         _train(archive)
-    shared = f" -XX:SharedArchiveFile={archive} {QUIET}" if archive.exists() else ""
-    os.environ["SPARK_SUBMIT_OPTS"] = C1 + shared
+    if archive.exists():
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{C1} -XX:SharedArchiveFile={archive} {QUIET}"
 
 
 def _train(archive: Path) -> None:
@@ -61,22 +73,33 @@ def _train(archive: Path) -> None:
     # Written under a name of its own and moved in place only once the JVM exited cleanly: a
     # truncated archive crashes every JVM that maps it (SIGBUS).
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-    print(f"\nsinklab tests: training the Spark driver's class archive once for this machine -> {archive}",
+    for stale in archive.parent.glob("*.partial"):  # a training run that was itself killed
+        if not pid_alive(int(stale.name.split(".")[-2])):
+            stale.unlink(missing_ok=True)
+    print(f"\nsinklab tests: training the Spark driver's class archive once for this checkout -> {archive}",
           file=sys.stderr)
     env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{C1} -XX:ArchiveClassesAtExit={partial} {QUIET}"}
-    done = subprocess.run([sys.executable, __file__, str(partial)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode == 0 and partial.exists():
+    workdir = tempfile.mkdtemp(prefix="sinklab-train-")
+    try:
+        done = subprocess.run([sys.executable, __file__, str(partial), workdir], env=env, capture_output=True,
+                              text=True, timeout=600)
+        failure = None if done.returncode == 0 and partial.exists() else \
+            f"training exited {done.returncode}\n{done.stderr[-2000:]}"
+    except subprocess.TimeoutExpired:
+        failure = "training took over 600 s"
+    finally:
+        stop_leftovers(workdir, grace=5)  # a killed training run's broker and catalog
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failure is None:
         for old in archive.parent.glob("spark-*.jsa"):
             old.unlink()
         partial.replace(archive)
     else:
         partial.unlink(missing_ok=True)
-        print(f"sinklab tests: no class archive (training exited {done.returncode}); Spark starts without one\n"
-              f"{done.stderr[-2000:]}", file=sys.stderr)
+        print(f"sinklab tests: no class archive ({failure}); Spark starts without one", file=sys.stderr)
 
 
-def _workload(out: Path) -> None:
+def _workload(out: Path, workdir: str) -> None:
     """What most tests do: a sink auto-creates a table, commits twice, and the table is read."""
     from pyspark import SparkContext
 
@@ -84,7 +107,7 @@ def _workload(out: Path) -> None:
     from sinklab.sink import IcebergSink
     from sinklab.stack import Stack
 
-    with tempfile.TemporaryDirectory() as workdir, Stack.embedded(workdir, connect=False) as stack:
+    with Stack.embedded(workdir, connect=False) as stack:
         stack.create_topic("pizzas", partitions=2)
         sink = IcebergSink(stack, {"name": "train", "config": {
             "topics": "pizzas", "iceberg.tables": "rpc.pizzas", "iceberg.tables.auto-create-enabled": "true",
@@ -102,4 +125,4 @@ def _workload(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    _workload(Path(sys.argv[1]))
+    _workload(Path(sys.argv[1]), sys.argv[2])

@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-from test_notebooks import KERNEL, mentioning
+from helpers import stop_leftovers
+from test_notebooks import KERNEL
 
 from sinklab.stack.process import LOOPBACK, free_port, stop_pid
 from sinklab.viz.render import chromium
@@ -95,11 +96,7 @@ def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
         stop_pid(proc.pid, timeout=20)
         log.close()
         # The kernel stops with the server; a stack its notebook did not close is stopped here.
-        deadline = time.monotonic() + 15
-        while (left := mentioning(str(workdir))) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in left:
-            stop_pid(pid, timeout=10, group=False)
+        stop_leftovers(str(workdir))
 
 
 def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:

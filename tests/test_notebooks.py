@@ -6,7 +6,6 @@ without JavaScript. The committed notebooks carry no outputs."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,8 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from sinklab.stack.process import stop_pid
+from helpers import stop_leftovers
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -65,21 +63,6 @@ def kernel() -> str:
     return KERNEL
 
 
-def mentioning(text: str) -> list[int]:
-    """PIDs whose command line names ``text`` (a notebook's stack directory)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            pids.append(int(proc.name))
-    return pids
-
-
 @pytest.mark.spark
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str) -> None:
@@ -93,13 +76,7 @@ def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str
         papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=kernel,
                                    cwd=str(path.parent), progress_bar=False, execution_timeout=600)
     finally:
-        # Processes exit as the kernel shuts down; whatever still names the stack's directory after a
-        # while was left behind. Stopped either way, so a failing notebook cannot leak its stack.
-        deadline = time.monotonic() + 15
-        while (left := mentioning(str(workdir))) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in left:
-            stop_pid(pid, timeout=10, group=False)
+        left = stop_leftovers(str(workdir))  # the kernel's stack, if the notebook did not close it
     print(f"\n{path.name}: {time.monotonic() - started:.1f}s")
     assert not left, f"{path.name} left processes running: {left}"
     nb = nbformat.read(out, as_version=4)

@@ -169,6 +169,11 @@ class Coordinator:
     def close(self) -> None:
         self.group.close()
         self.producer.flush(5)
+        # A failed cycle's frames hold this coordinator for as long as its exception is kept (a
+        # notebook's last error, a test report). Dropped here, the producer goes now, and stops
+        # reconnecting to a broker that may be gone; its destructor does not wait for the broker,
+        # where Producer.close() blocks for good on a transaction it cannot abort (measured).
+        del self.producer
 
     # ---- planning
     def _ensure_topic(self, topic: str) -> None:
