@@ -31,7 +31,9 @@ from helpers import stop_leftovers
 
 from sinklab.stack.process import pid_alive
 
-C1 = "-XX:TieredStopAtLevel=1"
+# C1 alone reserves 48 MB of code cache, tiered 240 MB: the session's long-lived driver filled 48 MB
+# ("CodeCache is full. Compiler has been disabled.") and went on interpreting, slowly.
+C1 = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
