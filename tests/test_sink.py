@@ -298,6 +298,38 @@ def test_seed_config_verbatim_on_the_stack(stack: Stack, stack_file: Path) -> No
     assert top.store_id == 1
 
 
+def test_cycles_never_overlap_between_the_background_loop_and_a_call() -> None:
+    """sink.start() then sink.run_once() (a notebook, run_until_idle after start): the cycles share
+    the session's staging branch setting and the transactional producer, so they run one at a time."""
+    running, most, cycles = 0, 0, 0
+    guard = threading.Lock()
+
+    class SlowCoordinator:
+        def run_cycle(self) -> None:
+            nonlocal running, most, cycles
+            with guard:
+                running += 1
+                most = max(most, running)
+            time.sleep(0.05)
+            with guard:
+                running -= 1
+                cycles += 1
+
+        def close(self) -> None:
+            pass
+
+    sink = IcebergSink(None, sink_config("t", **{"iceberg.control.commit.interval-ms": "100"}))  # type: ignore[arg-type]
+    sink._coordinator = SlowCoordinator()  # type: ignore[assignment]
+    sink.start()
+    callers = [threading.Thread(target=sink.run_until_idle, args=(0.2,)) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    sink.stop()
+    assert cycles >= 4 and most == 1
+
+
 def test_a_missing_config_file_is_one_line_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     result = run_cli("sink", "run", "--config", str(missing), "--stack", str(tmp_path / "stack.json"), "--once")

@@ -49,6 +49,9 @@ class IcebergSink:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        # One cycle at a time: cycles share the session's spark.wap.branch (two at once write into one
+        # staging branch, and it is published with both cycles' rows) and the transactional producer.
+        self._cycling = threading.Lock()
         self._status = SinkStatus(self.config.name, "UNASSIGNED")
         self._scheduler: Scheduler | None = None
 
@@ -88,17 +91,18 @@ class IcebergSink:
     # ---- running
     def run_once(self) -> CycleResult | None:
         """One commit cycle up to the current end offsets; None when nothing new arrived."""
-        began = time.monotonic()
-        try:
-            coordinator = self._connect()
-            result = coordinator.run_cycle()
-            self._record(result)
-            if result is not None and self._scheduler is not None:
-                self._maintain(coordinator, result, began)
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        return result
+        with self._cycling:
+            began = time.monotonic()
+            try:
+                coordinator = self._connect()
+                result = coordinator.run_cycle()
+                self._record(result)
+                if result is not None and self._scheduler is not None:
+                    self._maintain(coordinator, result, began)
+            except BaseException as exc:
+                self._fail(exc)
+                raise
+            return result
 
     def _maintain(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
         """Maintenance due after this cycle (``sinklab.maintenance.*``), in the wait for the next one;
