@@ -27,7 +27,7 @@ $(JARS_STAMP): $(STAMP) sinklab/stack/jars.py | java
 	$(VENV)/bin/sinklab jars fetch
 	@touch $(JARS_STAMP)
 
-# Spark 3.5 needs Java 17+; install the Debian JRE where it is missing and apt exists.
+# Spark 4.1 needs Java 17+; install the Debian JRE where it is missing and apt exists.
 java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	if [ -n "$$v" ] && [ "$$v" -ge 17 ]; then exit 0; fi; \

@@ -14,6 +14,7 @@ from sinklab.sink import IcebergSink
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.sink.config import ConfigError
 from sinklab.stack import Stack
+from sinklab.viz import frames
 
 pytestmark = pytest.mark.spark
 
@@ -75,6 +76,31 @@ def test_changes_across_cycles_write_deletes_merge_on_read(stack: Stack, unique:
     summaries = [s.summary.additional_properties for s in loaded.snapshots() if s.summary]
     main_chain = {s.snapshot_id for s in loaded.snapshots()}
     assert len(main_chain) >= 2 and all("sinklab.commit-id" in p and "sinklab.offsets" in p for p in summaries)
+
+
+def test_format_v3_by_auto_create_props_writes_deletion_vectors(stack: Stack, unique: str) -> None:
+    """The Java sink's way of passing table properties: a v3 table, whose row-level deletes are
+    deletion vectors (Puffin blobs, one per data file) instead of position-delete files."""
+    stack.create_topic(unique)
+    config = cdc_config(unique, **{"iceberg.tables.auto-create-props.format-version": "3"})
+    table = f"{unique}.pizzas"
+    produce_json(stack.bootstrap_servers, unique, CLASSIC[:3])
+    once(stack, config)
+    produce_json(stack.bootstrap_servers, unique, CLASSIC[3:])
+    once(stack, config)
+    produce_json(stack.bootstrap_servers, unique, [{"op": "U", "id": 2, "v": "two!", "region": "eu"}])
+    once(stack, config)
+    assert table_rows(stack, table) == [(2, "two!", "eu"), (3, "three!", "us")]
+    loaded = stack.catalog.load_table((unique, "pizzas"))
+    assert loaded.format_version == 3
+    deletes = stack.spark.sql(f"SELECT file_format, content, referenced_data_file FROM sinklab.{table}.delete_files"
+                              ).collect()
+    assert deletes and all(d.file_format == "PUFFIN" and d.content == 1 and d.referenced_data_file for d in deletes)
+    # One vector per data file: the second delete in the first data file replaced its vector.
+    assert len({d.referenced_data_file for d in deletes}) == len(deletes)
+    snaps = frames.snapshots(stack, table)
+    assert snaps["added_dvs"].sum() >= 2 and snaps["total_delete_files"].iloc[-1] == len(deletes)
+    assert set(frames.files(stack, table)["content"]) == {"data", "deletion-vector"}
 
 
 def test_upsert_mode_across_cycles(stack: Stack, unique: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -13,20 +14,35 @@ from sinklab.stack import jars
 def test_every_part_is_pinned_and_cached() -> None:
     for part in jars.PARTS.values():
         for coordinate in part.coordinates:
-            group, artifact, version = coordinate.split(":")
+            group, artifact, version, *_classifier = coordinate.split(":")
             assert version and not version.endswith(("+", "SNAPSHOT", "]")), coordinate
         found = jars.jars(part)  # make setup resolved them
         assert found and all(j.is_file() and j.suffix == ".jar" for j in found)
     names = [j.name for j in jars.jars(jars.KAFKA)]
     assert f"kafka_2.13-{jars.KAFKA_VERSION}.jar" in names and any(n.startswith("kafka-clients-") for n in names)
-    assert [j.name for j in jars.jars(jars.ICEBERG_REST)] == [f"iceberg-open-api-{jars.ICEBERG_VERSION}.jar"]
+    rest = [j.name for j in jars.jars(jars.ICEBERG_REST)]
+    # 1.11 publishes the server's classes, not its shaded jar: the fixture, core's tests jar, and what they run on.
+    v = jars.ICEBERG_VERSION
+    assert {f"iceberg-open-api-{v}-test-fixtures.jar", f"iceberg-core-{v}-tests.jar", f"iceberg-core-{v}.jar",
+            f"jetty-ee10-servlet-{jars.JETTY_VERSION}.jar"} <= set(rest)
+
+
+def test_spark_parts_are_the_spark_4_1_line_on_scala_2_13() -> None:
+    spark_parts = [jars.SPARK_ICEBERG, jars.SPARK_KAFKA, jars.SPARK_AVRO]
+    scala = [c for p in spark_parts for c in p.coordinates if re.search(r"_2\.1\d:", c)]
+    assert scala and all("_2.13:" in c for c in scala), scala
+    assert jars.SPARK_ICEBERG.coordinates[0].startswith("org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:")
+    import pyspark
+
+    # Spark's own jars at pyspark's version: one Spark on the classpath.
+    assert all(c.endswith(f":{pyspark.__version__}") for c in scala if c.startswith("org.apache.spark:"))
 
 
 def test_the_cache_is_reused_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     # A repository nothing listens on: resolving would fail, reading the cache does not.
     monkeypatch.setenv(jars.REPO_ENV, "http://127.0.0.1:9/maven2/")
     monkeypatch.setattr(jars, "resolve", lambda part: pytest.fail(f"{part.name} resolved again"))
-    assert jars.jars(jars.SPARK_ICEBERG)[0].name.startswith("iceberg-spark-runtime-3.5_2.12-")
+    assert jars.jars(jars.SPARK_ICEBERG)[0].name.startswith("iceberg-spark-runtime-4.1_2.13-")
 
 
 def test_a_coordinate_that_cannot_be_fetched_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -206,7 +206,7 @@ def test_s3_jars_resolution(tmp_path: Path) -> None:
     resolved = spark_jars(SparkSettings(), s3=True)["spark.jars"].split(",")
     kafka_source = [str(j) for j in jars.jars(jars.SPARK_KAFKA)]
     avro = [str(j) for j in jars.jars(jars.SPARK_AVRO)]
-    assert [Path(j).name for j in resolved] == [f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG_VERSION}.jar",
+    assert [Path(j).name for j in resolved] == [f"iceberg-spark-runtime-4.1_2.13-{jars.ICEBERG_VERSION}.jar",
                                                 *[Path(j).name for j in kafka_source],
                                                 *[Path(j).name for j in avro],
                                                 f"iceberg-aws-bundle-{jars.ICEBERG_VERSION}.jar"]
@@ -219,7 +219,7 @@ def test_s3_jars_resolution(tmp_path: Path) -> None:
                                                                                                    *own]
 
     # Coordinates for Spark to resolve: the bundle added once.
-    conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.0"]), s3=True)
+    conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"]), s3=True)
     assert conf["spark.jars.packages"].split(",")[1:] == [jars.SPARK_KAFKA.coordinates[0],
                                                           jars.SPARK_AVRO.coordinates[0], jars.SPARK_S3.coordinates[0]]
     assert "spark.jars" not in conf

@@ -43,6 +43,9 @@ INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
 INT_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31}
 FLOAT_MAX = 3.4028234663852886e38
+# Spark's timestamps and dates end at year 9999: a larger epoch value is out of range, not an overflow.
+MAX_EPOCH_MILLIS = 253402300799999
+MAX_EPOCH_DAYS = 2932896
 
 
 def _err(kind: str, name: str, raw: Column, what: str) -> Column:
@@ -66,13 +69,21 @@ def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
     return decode
 
 
+def utf8_text(binary: Column) -> Column:
+    """Bytes as text, null when they are not UTF-8 (Spark 4's ``decode`` raises on those)."""
+    return F.try_validate_utf8(binary.cast("string"))
+
+
 def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:  # noqa: C901 - one case per type
-    """(value, error) for one JSON text column converted to ``dtype``; error is null when fine."""
+    """(value, error) for one JSON text column converted to ``dtype``; error is null when fine.
+
+    Every cast of a value is a ``try_cast``: under ANSI mode (Spark 4's default) a plain cast of a bad
+    value fails the whole job, and a bad value must stay one record's error."""
     present = raw.isNotNull()
     if isinstance(dtype, T.StringType):
         return raw, F.lit(None).cast("string")
     if isinstance(dtype, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
-        as_long = F.when(raw.rlike(INT_RE), F.trim(raw).cast("long"))
+        as_long = F.when(raw.rlike(INT_RE), F.trim(raw).try_cast("long"))
         bound = INT_BOUNDS.get(type(dtype))
         ok = as_long.isNotNull() if bound is None else as_long.between(-bound, bound - 1)
         value = F.when(ok, as_long.cast(dtype))
@@ -81,7 +92,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
                        ).when(present & ~ok, _err(OUT_OF_RANGE, name, raw, f"is out of range for {kind}"))
         return value, error
     if isinstance(dtype, T.DoubleType | T.FloatType):
-        as_double = F.when(raw.rlike(NUM_RE), F.trim(raw).cast("double"))
+        as_double = F.when(raw.rlike(NUM_RE), F.trim(raw).try_cast("double"))
         ok = as_double.isNotNull()
         if isinstance(dtype, T.FloatType):
             ok = ok & (F.abs(as_double) <= FLOAT_MAX)
@@ -94,7 +105,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
         value = F.when(lowered == "true", F.lit(True)).when(lowered == "false", F.lit(False))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a boolean"))
     if isinstance(dtype, T.DecimalType):
-        value = F.when(raw.rlike(NUM_RE), F.trim(raw).cast(dtype)).otherwise(_connect_decimal_udf(dtype)(raw))
+        value = F.when(raw.rlike(NUM_RE), F.trim(raw).try_cast(dtype)).otherwise(_connect_decimal_udf(dtype)(raw))
         error = F.when(present & ~raw.rlike(NUM_RE) & value.isNull(),
                        _err(TYPE_MISMATCH, name, raw, f"is not a {dtype.simpleString()}")).when(
             present & value.isNull(), _err(OUT_OF_RANGE, name, raw, f"is out of range for {dtype.simpleString()}"))
@@ -102,16 +113,20 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
         target = "timestamp_ntz" if isinstance(dtype, T.TimestampNTZType) else "timestamp"
         # Epoch millis (Connect's Timestamp), else '2024-01-04 12:28:13' or ISO-8601 with or without zone.
-        value = F.when(raw.rlike(INT_RE), F.timestamp_millis(F.trim(raw).cast("long")).cast(target)).otherwise(
-            F.trim(raw).cast(target))
+        millis = F.trim(raw).try_cast("long")
+        value = F.when(raw.rlike(INT_RE), F.when(F.abs(millis) <= MAX_EPOCH_MILLIS,
+                                                 F.timestamp_millis(millis).cast(target))).otherwise(
+            F.trim(raw).try_cast(target))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a timestamp"))
     if isinstance(dtype, T.DateType):
         # Epoch days (Connect's Date), else 'YYYY-MM-DD'.
-        value = F.when(raw.rlike(INT_RE), F.date_add(F.lit("1970-01-01").cast("date"), F.trim(raw).cast("int"))
-                       ).otherwise(F.trim(raw).cast("date"))
+        days = F.trim(raw).try_cast("int")
+        value = F.when(raw.rlike(INT_RE), F.when(F.abs(days) <= MAX_EPOCH_DAYS,
+                                                 F.date_add(F.lit("1970-01-01").cast("date"), days))
+                       ).otherwise(F.trim(raw).try_cast("date"))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a date"))
     if isinstance(dtype, T.BinaryType):
-        value = F.unbase64(raw)
+        value = F.try_to_binary(raw, F.lit("base64"))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not base64"))
     if isinstance(dtype, T.StructType):
         text_schema = T.StructType([T.StructField(f.name, T.StringType()) for f in dtype.fields])
@@ -168,7 +183,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     envelope is its payload (KEY_TEXT); other keys are read as they are.
     """
     extra: list[Column] = []
-    key_text, key_error = F.decode(F.col("key"), "UTF-8"), None
+    key_text, key_error = utf8_text(F.col("key")), None
     if framed_key is not None:
         key_text, _, key_error, key_id = framed_key.columns()
         extra += [key_id.alias(KEY_SCHEMA_ID), key_text.alias(KEY_TEXT)]
@@ -182,9 +197,8 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         extra.append(schema_id.alias(SCHEMA_ID))
         return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
                        extra, key_text, key_error)
-    text = F.decode(F.col("value"), "UTF-8")
-    # decode() replaces bytes that are not UTF-8; a record whose bytes don't survive the round trip is one.
-    undecodable = F.encode(text, "UTF-8") != F.col("value")
+    text = utf8_text(F.col("value"))
+    undecodable = F.col("value").isNotNull() & text.isNull()
     if schemas_enable:
         payload = F.get_json_object(text, "$.payload")
         schema = F.get_json_object(text, "$.schema")
@@ -241,7 +255,7 @@ def with_payload(prepared: DataFrame) -> DataFrame:
     """``prepare``'s records with PAYLOAD, which it leaves out when that is the value's text."""
     if PAYLOAD in prepared.columns:
         return prepared
-    return prepared.withColumn(PAYLOAD, F.decode(F.col("value"), "UTF-8"))
+    return prepared.withColumn(PAYLOAD, utf8_text(F.col("value")))
 
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False) -> DataFrame:

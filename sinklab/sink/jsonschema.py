@@ -104,7 +104,9 @@ def body_text(body: Column, side: str) -> Column:
     (an object's JSON text; a string without its quotes, as a tombstone's single id takes it)."""
     from pyspark.sql import functions as F
 
-    text = F.decode(body, "UTF-8")
+    from sinklab.sink.convert import utf8_text
+
+    text = utf8_text(body)
     if side == "value":
         return F.when(F.json_object_keys(text).isNotNull(), text)
     return F.get_json_object(F.concat(F.lit('{"k":'), text, F.lit("}")), "$.k")

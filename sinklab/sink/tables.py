@@ -217,7 +217,7 @@ def partition_schema(records: DataFrame, schema: T.StructType, fields: list[Part
             if "." in pf.column:
                 raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column")
             raw = F.get_json_object("_payload", f"$.{pf.column}")
-            bad = records.where(raw.isNotNull() & raw.cast("timestamp").isNull()).select(raw).first()
+            bad = records.where(raw.isNotNull() & raw.try_cast("timestamp").isNull()).select(raw).first()
             if bad is not None:
                 raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column, and {bad[0]!r} "
                                   f"is not a timestamp")

@@ -54,11 +54,14 @@ def serve(port: int, properties: dict[str, str]) -> None:
     adapter_ctor.setAccessible(True)
     adapter = adapter_ctor.newInstance(_objects(gateway, [context]))
 
+    # As RESTCatalogServer.start wires Jetty 12.1: the servlet, without sessions, behind gzip.
     jetty = jvm.org.eclipse.jetty
     servlet = jvm.org.apache.iceberg.rest.RESTCatalogServlet(adapter)
-    handler = jetty.servlet.ServletContextHandler(jetty.servlet.ServletContextHandler.NO_SESSIONS)
-    handler.addServlet(jetty.servlet.ServletHolder(servlet), "/*")
-    handler.insertHandler(jetty.server.handler.gzip.GzipHandler())
+    handler = jetty.ee10.servlet.ServletContextHandler(jetty.ee10.servlet.ServletContextHandler.NO_SESSIONS)
+    handler.addServlet(jetty.ee10.servlet.ServletHolder(servlet), "/*")
+    compression = jetty.compression.server.CompressionHandler()
+    compression.putCompression(jetty.compression.gzip.GzipCompression())
+    handler.insertHandler(compression)
     http = jetty.server.Server()
     connector = jetty.server.ServerConnector(http)
     connector.setHost(LOOPBACK)

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-ICEBERG_VERSION = "1.10.1"
+ICEBERG_VERSION = "1.11.0"
 KAFKA_VERSION = "4.1.1"
-SCALA_VERSION = "2.12"  # pyspark 3.5 wheels are built for Scala 2.12
-SPARK_KAFKA_VERSION = "3.5.7"
+SPARK_LINE = "4.1"  # Iceberg publishes a Spark runtime per Spark minor line; none yet for 4.2/4.3
+SPARK_VERSION = "4.1.1"  # pyspark's own version: the Kafka source and Avro functions are pinned to it
+SCALA_VERSION = "2.13"  # pyspark 4 wheels are built for Scala 2.13
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 
 JARS_DIR_ENV = "SINKLAB_JARS_DIR"  # a user's own jars, one subfolder per part (air-gapped machines)
@@ -49,23 +50,45 @@ class Part:
 # slf4j binding Kafka's own distribution adds so that the broker's log reaches log4j2.
 KAFKA = Part("kafka", (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
                        "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
-# Apache's REST catalog server: the jar behind the apache/iceberg-rest-fixture image, self-contained
-# (iceberg-core, the JDBC catalog with SQLite, Jetty, Hadoop, the AWS/GCP/Azure FileIOs).
-ICEBERG_REST = Part("iceberg-rest", (f"org.apache.iceberg:iceberg-open-api:{ICEBERG_VERSION}",), transitive=False)
+# Apache's REST catalog server, the one the apache/iceberg-rest-fixture image runs. Up to 1.10 Central had
+# it as one shaded jar; from 1.11 only its classes are published (iceberg-open-api's test fixtures, the
+# servlet and adapter in iceberg-core's tests jar), so its classpath is assembled as its build does:
+# iceberg-core with the JDBC catalog on SQLite, Jetty 12.1 (ee10 servlets, Jetty's compression handler),
+# Hadoop's Configuration (the shaded client pair), S3FileIO for S3 warehouses, and log4j2 behind slf4j 2.
+JETTY_VERSION = "12.1.14"
+ICEBERG_REST = Part("iceberg-rest", (
+    f"org.apache.iceberg:iceberg-open-api:{ICEBERG_VERSION}:test-fixtures",
+    f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}:tests",
+    f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-aws:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
+    f"org.eclipse.jetty:jetty-server:{JETTY_VERSION}",
+    f"org.eclipse.jetty.ee10:jetty-ee10-servlet:{JETTY_VERSION}",
+    f"org.eclipse.jetty.compression:jetty-compression-gzip:{JETTY_VERSION}",
+    f"org.eclipse.jetty.compression:jetty-compression-server:{JETTY_VERSION}",
+    "org.xerial:sqlite-jdbc:3.54.1.0",
+    "org.apache.hadoop:hadoop-client-api:3.4.1",
+    "org.apache.hadoop:hadoop-client-runtime:3.4.1",
+    "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
+    "org.apache.logging.log4j:log4j-core:2.24.3",
+), excludes=(
+    # iceberg-aws's SDK modules are the bundle's, shaded; the plain SDK would be a second copy.
+    "software.amazon.awssdk:*",
+    "org.slf4j:slf4j-log4j12", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:*",
+))
 # Iceberg for Spark; both jars are shaded bundles, so no dependencies come along.
 SPARK_ICEBERG = Part("spark-iceberg",
-                     (f"org.apache.iceberg:iceberg-spark-runtime-3.5_{SCALA_VERSION}:{ICEBERG_VERSION}",),
+                     (f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_LINE}_{SCALA_VERSION}:{ICEBERG_VERSION}",),
                      transitive=False)
 # Iceberg's S3FileIO for Spark (AWS SDK v2, shaded).
 SPARK_S3 = Part("spark-s3", (f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",), transitive=False)
-# Spark's Kafka source. 3.5.7 is the newest on Central (pyspark is 3.5.9; the source's API is stable within 3.5).
+# Spark's Kafka source at pyspark's version (Central has its token provider and spark-avro at 4.1.1, no later 4.1).
 # Listed without their dependencies: the rest of what they need (lz4, snappy, zstd-jni, slf4j) is in pyspark's
 # jars already, and a second copy at another version on the classpath is what breaks a JVM at run time.
-SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_KAFKA_VERSION}",
-                                   f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_VERSION}:"
-                                   f"{SPARK_KAFKA_VERSION}",
-                                   "org.apache.kafka:kafka-clients:3.4.1",
-                                   "org.apache.commons:commons-pool2:2.11.1"), transitive=False)
+SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
+                                   f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
+                                   "org.apache.kafka:kafka-clients:3.9.1",
+                                   "org.apache.commons:commons-pool2:2.12.1"), transitive=False)
 
 # The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink in a standalone Connect worker.
 # Its runtime zip is not on Maven Central, so its classpath is assembled here: the sink (which brings
@@ -98,7 +121,7 @@ JAVA_SINK = Part("iceberg-connect", (
 QUARKUS_BOOTSTRAP = Part("quarkus-bootstrap", ("io.quarkus:quarkus-bootstrap-core:2.16.4.Final",
                                                "io.quarkus:quarkus-bootstrap-maven-resolver:2.16.4.Final"))
 # Spark's Avro functions (from_avro) for Avro converters, at pyspark's own version; pyspark's jars hold Avro.
-SPARK_AVRO = Part("spark-avro", (f"org.apache.spark:spark-avro_{SCALA_VERSION}:3.5.9",), transitive=False)
+SPARK_AVRO = Part("spark-avro", (f"org.apache.spark:spark-avro_{SCALA_VERSION}:{SPARK_VERSION}",), transitive=False)
 PARTS = {p.name: p for p in (KAFKA, ICEBERG_REST, SPARK_ICEBERG, SPARK_S3, SPARK_KAFKA, SPARK_AVRO)}
 # Parts fetched only on demand, by name (`sinklab jars fetch <part>`, `jars(<name>)`).
 BENCH_PARTS = {p.name: p for p in (JAVA_SINK, QUARKUS_BOOTSTRAP)}
@@ -213,9 +236,10 @@ def _user_jars(folder: Path, part: Part) -> list[Path]:
     sub = folder / part.name
     found = sorted(sub.glob("*.jar"))
     for coordinate in part.coordinates:
-        _, artifact, version = coordinate.split(":")[:3]
-        if not any(j.name.startswith(f"{artifact}-{version}") for j in found):
-            raise JarsNotFound(f"{JARS_DIR_ENV}={folder}: {sub} has no {artifact}-{version}*.jar for {coordinate} "
+        _, artifact, version, *classifier = coordinate.split(":")
+        stem = "-".join([artifact, version, *classifier])
+        if not any(j.name.startswith(stem) for j in found):
+            raise JarsNotFound(f"{JARS_DIR_ENV}={folder}: {sub} has no {stem}*.jar for {coordinate} "
                                f"(`sinklab jars export DIR` on a connected machine writes this layout)")
     return found
 
@@ -243,16 +267,27 @@ def _settings_xml(ivy_cache: Path, repo: str) -> str:
 
 
 def _module_xml(part: Part) -> str:
-    deps = []
+    # "org:name:rev:classifier" names one more artifact of a module (its tests jar, say). Ivy keeps one
+    # dependency per module, so a module's artifacts are listed together under it.
+    modules: dict[tuple[str, str, str], list[str | None]] = {}
     for coordinate in part.coordinates:
-        org, name, rev = coordinate.split(":")[:3]
-        deps.append(f'    <dependency org={quoteattr(org)} name={quoteattr(name)} rev={quoteattr(rev)} '
-                    f'transitive="{str(part.transitive).lower()}" conf="default->default"/>')
+        org, name, rev, *classifier = coordinate.split(":")
+        modules.setdefault((org, name, rev), []).append(classifier[0] if classifier else None)
+    deps = []
+    for (org, name, rev), classifiers in modules.items():
+        attrs = (f'org={quoteattr(org)} name={quoteattr(name)} rev={quoteattr(rev)} '
+                 f'transitive="{str(part.transitive).lower()}" conf="default->default"')
+        if classifiers == [None]:
+            deps.append(f'    <dependency {attrs}/>')
+            continue
+        artifacts = "".join(f'\n      <artifact name={quoteattr(name)} type="jar" ext="jar"'
+                            + (f' m:classifier={quoteattr(c)}' if c else "") + "/>" for c in classifiers)
+        deps.append(f'    <dependency {attrs}>{artifacts}\n    </dependency>')
     for pattern in part.excludes:
         org, name = pattern.split(":")
         deps.append(f'    <exclude org={quoteattr(org)} module={quoteattr(name)}/>')
     body = "\n".join(deps)
-    return f"""<ivy-module version="2.0">
+    return f"""<ivy-module version="2.0" xmlns:m="http://ant.apache.org/ivy/maven">
   <info organisation="sinklab" module={quoteattr(part.name)}/>
   <configurations><conf name="default"/></configurations>
   <dependencies>

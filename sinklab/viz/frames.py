@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from pyiceberg.manifest import FileFormat
 
 from sinklab.sink.progress import Offsets, parse_offsets
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
@@ -42,13 +43,16 @@ METADATA_FIELD = "_kafka_metadata"
 SNAPSHOT_COLUMNS = [
     "table", "branch", "snapshot_id", "parent_id", "sequence_number", "operation", "schema_id", "committed_at",
     "visible_at", "sink", "commit_id", "offsets", "vtts", "added_records", "deleted_records", "added_files",
-    "removed_files", "added_delete_files", "added_bytes", "removed_bytes", "total_records", "total_files",
-    "total_delete_files", "total_bytes",
+    "removed_files", "added_delete_files", "added_dvs", "removed_dvs", "added_bytes", "removed_bytes",
+    "total_records", "total_files", "total_delete_files", "total_bytes",
 ]
 # Iceberg's standard snapshot summary keys, as integer columns.
 SUMMARY_INTS = {
     "added_records": "added-records", "deleted_records": "deleted-records", "added_files": "added-data-files",
     "removed_files": "deleted-data-files", "added_delete_files": "added-delete-files",
+    # Format v3's deletion vectors (Puffin blobs, at most one per data file), which Iceberg also counts
+    # among the delete files: a v3 row-level table replaces a file's vector instead of adding files.
+    "added_dvs": "added-dvs", "removed_dvs": "removed-dvs",
     "added_bytes": "added-files-size", "removed_bytes": "removed-files-size", "total_records": "total-records",
     "total_files": "total-data-files", "total_delete_files": "total-delete-files", "total_bytes": "total-files-size",
 }
@@ -218,22 +222,31 @@ def refs(source: MetadataSource, table: str) -> pd.DataFrame:
 
 
 def files(source: MetadataSource, table: str, snapshot_id: int | None = None) -> pd.DataFrame:
-    """The live data and delete files of a snapshot (default: current), with the snapshot that added each."""
+    """The live data and delete files of a snapshot (default: current), with the snapshot that added each;
+    ``content`` is data, position-deletes, equality-deletes or deletion-vector (format v3)."""
+    columns = ["table", "added_by", "content", "file_path", "record_count", "file_size_in_bytes", "partition"]
     tbl = load_table(source, table)
-    if tbl.current_snapshot() is None and snapshot_id is None:
-        return _empty(["table", "added_by", "content", "file_path", "record_count", "file_size_in_bytes", "partition"])
-    entries = tbl.inspect.entries(snapshot_id).to_pandas()
-    frame = pd.DataFrame({
-        "table": table,
-        "added_by": entries["snapshot_id"].astype("int64"),
-        "content": entries["data_file"].map(lambda f: {0: "data", 1: "position-deletes", 2: "equality-deletes"}
-                                            .get(f["content"], str(f["content"]))),
-        "file_path": entries["data_file"].map(lambda f: f["file_path"]),
-        "record_count": entries["data_file"].map(lambda f: f["record_count"]).astype("int64"),
-        "file_size_in_bytes": entries["data_file"].map(lambda f: f["file_size_in_bytes"]).astype("int64"),
-        "partition": entries["data_file"].map(lambda f: _partition_text(f.get("partition"))),
-    })
-    return frame[entries["status"] != 2].reset_index(drop=True)  # 2: DELETED, not live in this snapshot
+    snap = tbl.current_snapshot() if snapshot_id is None else tbl.snapshot_by_id(snapshot_id)
+    if snap is None:
+        return _empty(columns)
+    # From the manifests, not pyiceberg's inspect.entries: that reads every file's column metrics,
+    # which a deletion vector (a Puffin blob) does not have, and fails on a v3 table.
+    rows = []
+    for manifest in snap.manifests(tbl.io):
+        names = [f.name for f in tbl.specs()[manifest.partition_spec_id].fields]
+        for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+            f = entry.data_file
+            content = _content(int(f.content), f.file_format == FileFormat.PUFFIN)
+            rows.append((table, entry.snapshot_id, content, f.file_path, f.record_count, f.file_size_in_bytes,
+                         _partition_text({n: f.partition[i] for i, n in enumerate(names)})))
+    frame = pd.DataFrame(rows, columns=columns) if rows else _empty(columns)
+    return frame.astype({"added_by": "int64", "record_count": "int64", "file_size_in_bytes": "int64"})
+
+
+def _content(content: int, puffin: bool) -> str:
+    if content == 1 and puffin:
+        return "deletion-vector"  # format v3: position deletes of one data file, as a Puffin blob
+    return {0: "data", 1: "position-deletes", 2: "equality-deletes"}.get(content, str(content))
 
 
 # ---- the control topic
