@@ -203,3 +203,104 @@ def test_record_shapes_are_classified_like_the_parse_that_fills_columns(stack: S
     parsed = {r.offset: r.a for r in rows.select("offset", "a").collect()}
     assert sorted(parsed) == sorted(o for o, k in kinds.items() if k is None)
     assert parsed[texts.index('{"a": 1}')] == "1"
+
+
+# Values that Spark 4's ANSI mode turns from a null into a failed query when cast: each must stay one
+# record's error. (column, its type in the table, a bad JSON value for it)
+ANSI_BAD = [
+    ("n", "INT", "99999999999"),  # an integer, but past int
+    ("ts", "TIMESTAMP", '"not a time"'),
+    ("ts", "TIMESTAMP", "99999999999999999"),  # epoch millis past year 9999
+    ("d", "DATE", '"2024-13-45"'),
+    ("d", "DATE", "2147483647"),  # epoch days past year 9999
+    ("b", "BINARY", '"not base64!"'),
+    ("amount", "DECIMAL(5,2)", "123456.78"),  # past decimal(5,2)
+]
+ANSI_GOOD = '{"id": 0, "n": 7, "ts": "2024-01-04 12:28:13", "d": "2024-01-04", "b": "AQI=", "amount": 12.5}'
+
+
+@pytest.mark.parametrize("converter", ["json", "connect-envelope", "avro", "json-schema"])
+def test_bad_values_stay_per_record_errors_under_ansi_mode(stack: Stack, unique: str, converter: str,
+                                                           request: pytest.FixtureRequest) -> None:
+    from sinklab.generators.avro import frame
+
+    assert stack.spark.conf.get("spark.sql.ansi.enabled") == "true"  # Spark 4's default, left on
+    stack.create_topic(unique)
+    stack.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS sinklab.{unique}")
+    columns = ", ".join(dict.fromkeys(f"{c} {t}" for c, t, _ in ANSI_BAD))
+    stack.spark.sql(f"CREATE TABLE sinklab.{unique}.t (id BIGINT NOT NULL, {columns}) USING iceberg")
+    records = [json.loads(ANSI_GOOD)] + [{"id": i + 1, column: json.loads(bad)}
+                                         for i, (column, _, bad) in enumerate(ANSI_BAD)]
+    extra: dict[str, str] = {"value.converter.schemas.enable": "false"}
+    if converter == "json":
+        values = [json.dumps(r).encode() for r in records]
+    elif converter == "connect-envelope":
+        # Every field as Connect sends what it does not type: a string or an int64 in the payload.
+        def field(name: str, value: Any) -> dict[str, Any]:
+            return {"field": name, "type": "int64" if isinstance(value, int) else
+                    "double" if isinstance(value, float) else "string", "optional": True}
+
+        values = [json.dumps({"schema": {"type": "struct", "fields": [field(k, v) for k, v in r.items()]},
+                              "payload": r}).encode() for r in records]
+        extra = {"value.converter.schemas.enable": "true"}
+    else:
+        from sinklab.sink.avro import AVRO_CONVERTER
+        from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
+        from sinklab.sink.registry import RegistryClient
+
+        url = request.getfixturevalue("schema_registry")
+        registry = RegistryClient(url)
+        # The producer's types are looser than the table's (strings, doubles): the table's types decide.
+        if converter == "avro":
+            import io
+
+            import fastavro
+
+            def kind(column: str) -> list[str]:
+                return ["null", "string"] if column in ("ts", "d", "b") else ["null", "double"] \
+                    if column == "amount" else ["null", "long"]
+
+            schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}] + [
+                {"name": c, "type": kind(c), "default": None} for c in ("n", "ts", "d", "b", "amount")]}
+            parsed = fastavro.parse_schema(schema)
+            sid = registry.register(f"{unique}-value", schema)
+
+            def body(record: dict[str, Any]) -> bytes:
+                buf = io.BytesIO()
+                full = {c: None for c in ("n", "ts", "d", "b", "amount")} | record
+                full = {k: v if v is None else float(v) if k == "amount" else str(v) if kind(k)[1] == "string" else v
+                        for k, v in full.items()}
+                fastavro.schemaless_writer(buf, parsed, full)
+                return buf.getvalue()
+
+            extra = {"value.converter": AVRO_CONVERTER, "value.converter.schema.registry.url": url}
+        else:
+            schema = {"type": "object", "properties": {"id": {"type": "integer"}}}
+            sid = registry.register(f"{unique}-value", schema, "JSON")
+
+            def body(record: dict[str, Any]) -> bytes:
+                return json.dumps(record).encode()
+
+            extra = {"value.converter": JSON_SCHEMA_CONVERTER, "value.converter.schema.registry.url": url}
+        values = [frame(sid, body(r)) for r in records]
+    send(stack, unique, values)
+    dlq = f"{unique}-dlq"
+    config = sink_config(unique, [f"{unique}.t"], **{**extra, "errors.tolerance": "all",
+                                                     "errors.deadletterqueue.topic.name": dlq,
+                                                     "errors.deadletterqueue.context.headers.enable": "true"})
+    if "value.converter.schemas.enable" not in extra:
+        del config["config"]["value.converter.schemas.enable"]
+    sink = IcebergSink(stack, config)
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None
+    rows = stack.spark.table(f"sinklab.{unique}.t").collect()
+    assert [(r.id, r.n, str(r.ts), str(r.d), bytes(r.b), float(r.amount)) for r in rows] == [
+        (0, 7, "2024-01-04 12:28:13", "2024-01-04", b"\x01\x02", 12.5)]
+    letters = {int(x["headers"]["__connect.errors.offset"]): x["headers"] for x in dead_letters(stack, dlq)}
+    assert sorted(letters) == list(range(1, len(ANSI_BAD) + 1))  # each bad record, nothing else, nothing lost
+    for offset, (column, _, bad) in enumerate(ANSI_BAD, start=1):
+        message = letters[offset]["__connect.errors.exception.message"].decode()
+        assert f"{column}: " in message and bad.strip('"')[:8] in message, (converter, column, message)

@@ -207,10 +207,12 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
     resumes_exactly_once(stack, config, unique, produced)  # the expired table still says where to resume
 
 
-def test_compacting_a_cdc_table_applies_its_deletes(stack: Stack, unique: str) -> None:
+@pytest.mark.parametrize("version", ["2", "3"])  # v3: the deletes are deletion vectors
+def test_compacting_a_cdc_table_applies_its_deletes(stack: Stack, unique: str, version: str) -> None:
     table = f"{unique}.pizzas"
     stack.create_topic(unique)
-    config = sink_config(unique, **{"iceberg.tables.cdc-field": "op", "iceberg.tables.default-id-columns": "id"})
+    config = sink_config(unique, **{"iceberg.tables.cdc-field": "op", "iceberg.tables.default-id-columns": "id",
+                                    "iceberg.tables.auto-create-props.format-version": version})
     sink = IcebergSink(stack, config)
     try:
         for batch in ([{"op": "I", "id": i, "v": f"v{i}"} for i in range(6)],
@@ -224,8 +226,9 @@ def test_compacting_a_cdc_table_applies_its_deletes(stack: Stack, unique: str) -
         return sorted(tuple(r) for r in stack.spark.table(f"sinklab.{table}").select("id", "v").collect())
 
     before = id_v()
-    assert int(Target.on(stack, table).load().current_snapshot().summary.additional_properties[
-        "total-delete-files"]) > 0
+    loaded = Target.on(stack, table).load()
+    assert loaded.format_version == int(version)
+    assert int(loaded.current_snapshot().summary.additional_properties["total-delete-files"]) > 0
     report = compact(Target.on(stack, table))
     assert id_v() == before == sorted([(0, "v0"), (1, "one"), (4, "four"), (5, "v5")])
     head = Target.on(stack, table).load().current_snapshot().summary.additional_properties

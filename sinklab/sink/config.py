@@ -33,6 +33,7 @@ JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
 # Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
 REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
+VARIANT_FORMAT_VERSION = 3  # Iceberg's VARIANT type is a format v3 type
 # Connection keys the stack's catalog replaces when a sink runs on a stack.
 CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s3.endpoint", "s3.access-key-id",
                            "s3.secret-access-key", "s3.path-style-access", "io-impl", "client.region"}
@@ -103,6 +104,9 @@ class SinkConfig(BaseModel):
     default_partition_by: list[PartitionField] = Field(default_factory=list)
     partition_by: dict[str, list[PartitionField]] = Field(default_factory=dict)
     auto_create_props: dict[str, str] = Field(default_factory=dict)
+    # Fields landing as VARIANT columns (format v3) instead of inferred structs; the whole value as one.
+    variant_columns: list[str] = Field(default_factory=list)
+    variant_value: str | None = None
     evolve_schema: bool = False
     schema_force_optional: bool = False
     schema_case_insensitive: bool = False
@@ -135,6 +139,15 @@ class SinkConfig(BaseModel):
     transforms: list[Transform] = Field(default_factory=list)
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def table_create_props(self) -> dict[str, str]:
+        """Properties of a table auto-create makes (besides the row-level ones): the configured ones,
+        with format v3 when VARIANT columns need it."""
+        props = dict(self.auto_create_props)
+        if self.variant_columns or self.variant_value:
+            props.setdefault("format-version", str(VARIANT_FORMAT_VERSION))
+        return props
 
     @property
     def typed_values(self) -> bool:
@@ -401,6 +414,10 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["dlq_context_headers"] = _bool(key, value)
         elif key == "errors.log.enable":
             out["errors_log"] = _bool(key, value)
+        elif key == "sinklab.tables.variant-columns":
+            out["variant_columns"] = _list(value)
+        elif key == "sinklab.tables.variant-value":
+            out["variant_value"] = str(value).strip() or None
         elif key == "sinklab.cycle.max-records":
             out["max_records_per_cycle"] = _int(key, value, 1)
         elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
@@ -513,6 +530,18 @@ def _validate(config: SinkConfig) -> None:
                               ) from None
         if not config.route_field:
             raise ConfigError(f"iceberg.table.{table}.route-regex: needs iceberg.tables.route-field")
+    if config.variant_columns or config.variant_value:
+        key = "sinklab.tables.variant-value" if config.variant_value else "sinklab.tables.variant-columns"
+        version = config.auto_create_props.get("format-version", str(VARIANT_FORMAT_VERSION))
+        if not version.isdigit() or int(version) < VARIANT_FORMAT_VERSION:
+            raise ConfigError(f"{key}: VARIANT columns need Iceberg format version 3, and "
+                              f"iceberg.tables.auto-create-props.format-version is {version}")
+        if config.variant_value and config.variant_columns:
+            raise ConfigError("sinklab.tables.variant-columns: the whole value already lands in "
+                              f"{config.variant_value} (sinklab.tables.variant-value); set one of the two")
+        if config.variant_value and config.row_level:
+            raise ConfigError("sinklab.tables.variant-value: upsert/CDC needs id columns, and a whole value as one "
+                              "VARIANT has none; use sinklab.tables.variant-columns for the changing fields")
     if config.errors_tolerance == "all" and not config.dlq_topic:
         # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
         raise ConfigError("errors.deadletterqueue.topic.name: errors.tolerance=all needs a dead-letter topic")

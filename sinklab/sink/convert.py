@@ -34,6 +34,7 @@ ERROR = "_sinklab_error"
 ROUTE = "_sinklab_route"
 OP = "_sinklab_op"
 PARSED = "_sinklab_parsed"
+VARIANT = "_sinklab_variant"  # the whole value parsed once as a VARIANT, for the VARIANT columns
 PAYLOAD = "_payload"
 SCHEMA_ID = "_sinklab_schema_id"
 KEY_SCHEMA_ID = "_sinklab_key_schema_id"
@@ -56,7 +57,7 @@ def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
     """Kafka Connect's Decimal logical type arrives as base64 of the unscaled big-endian integer."""
     scale = dtype.scale
 
-    @F.udf(returnType=dtype)
+    @F.udf(returnType=dtype, useArrow=False)  # said, so that Spark 4 does not guess from the hints
     def decode(text: str | None) -> decimal.Decimal | None:
         if text is None:
             return None
@@ -258,8 +259,12 @@ def with_payload(prepared: DataFrame) -> DataFrame:
     return prepared.withColumn(PAYLOAD, utf8_text(F.col("value")))
 
 
-def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False) -> DataFrame:
-    """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR."""
+def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
+            whole_value: str | None = None) -> DataFrame:
+    """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR.
+
+    A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
+    ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
     if case_insensitive:
         parsed = F.transform_keys(F.from_json("_payload", T.MapType(T.StringType(), T.StringType())),
                                   lambda k, _: F.lower(k))
@@ -267,10 +272,21 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
     else:
         parsed = F.from_json("_payload", T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields]))
         raw_of = {f.name: F.col(PARSED)[f.name] for f in schema.fields}
+    computed = {PARSED: parsed}
+    if any(isinstance(f.dataType, T.VariantType) for f in schema.fields):
+        computed[VARIANT] = F.try_parse_json(F.col(PAYLOAD))
+    variant = F.col(VARIANT)
     values, errors = [], []
     for field in schema.fields:
         raw = raw_of[field.name]
-        value, error = convert(raw, field.dataType, field.name)
+        if isinstance(field.dataType, T.VariantType):
+            raw = F.col(PAYLOAD) if field.name == whole_value else raw
+            value = variant if field.name == whole_value else F.variant_get(variant, variant_path(field.name),
+                                                                             "variant")
+            error = F.when(F.col("value").isNotNull() & variant.isNull(),
+                           _err(TYPE_MISMATCH, field.name, F.col(PAYLOAD), "does not parse as a VARIANT"))
+        else:
+            value, error = convert(raw, field.dataType, field.name)
         values.append(value.alias(field.name))
         errors.append(error)
         if not field.nullable:
@@ -279,12 +295,20 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
                                  F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
     joined = F.concat_ws("; ", *errors)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
-    return parse_once(records, parsed).select(*values, *META, "key", "value", "headers", OP,
+    return parse_once(records, computed).select(*values, *META, "key", "value", "headers", OP,
                                               F.when(joined != "", joined).alias(ERROR))
 
 
-def parse_once(records: DataFrame, parsed: Column) -> DataFrame:
-    """``records`` with ``parsed`` as the column PARSED, computed once per record.
+def variant_path(name: str) -> str:
+    """A top-level field's path in a VARIANT, quoted when the name is not a plain identifier."""
+    if name.isidentifier():
+        return f"$.{name}"
+    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+
+def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
+    """``records`` with each of ``computed`` (the parsed fields as PARSED, say) as a column, computed
+    once per record.
 
     A projected column is not a computed value to the optimizer: it inlines the expression into
     every projection and filter that uses it (the ERROR filter included), and then prunes each
@@ -292,7 +316,7 @@ def parse_once(records: DataFrame, parsed: Column) -> DataFrame:
     (17 times for a 7-column table, measured 4x slower). A generator's output is a barrier it
     does not cross: ``inline`` of a one-element array yields the row once, with the parse done.
     """
-    return records.select("*", F.inline(F.array(F.struct(parsed.alias(PARSED)))))
+    return records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in computed.items()]))))
 
 
 class BadRows:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sinklab.sink import dlq, events, route
 from sinklab.sink.config import ConfigError, SinkConfig
@@ -60,6 +61,7 @@ from sinklab.sink.tables import (
     load_state,
     partition_schema,
     quote,
+    with_variants,
 )
 from sinklab.sink.write import (
     ROW_LEVEL_PROPS,
@@ -425,12 +427,17 @@ class Coordinator:
                               f"TBLPROPERTIES ('format-version'='2')")
         target = f"{self.config.catalog_name}.{quote(state.name)}"
         schema = self.spark.table(target).schema
-        if self.config.evolve_schema and evolve(self.spark, self.config.catalog_name, state.name, schema, records,
-                                                self.config.typed_values, self.config.schema_case_insensitive,
-                                                self.config.schema_force_optional):
+        whole = self.config.variant_value
+        if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
+            raise ConfigError(f"sinklab.tables.variant-value: table {state.name} has no VARIANT column {whole} "
+                              f"(columns: {', '.join(schema.fieldNames())})")
+        # A whole value in one VARIANT has no fields to evolve: that is the point of it.
+        if self.config.evolve_schema and not whole and evolve(
+                self.spark, self.config.catalog_name, state.name, schema, records, self.config.typed_values,
+                self.config.schema_case_insensitive, self.config.schema_force_optional, self.config.variant_columns):
             schema = self.spark.table(target).schema
             state = self._load(state.name)
-        rows = to_rows(records, schema, self.config.schema_case_insensitive)
+        rows = to_rows(records, schema, self.config.schema_case_insensitive, whole)
         checked: BadRows | None = None
         if self.config.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
@@ -486,7 +493,8 @@ class Coordinator:
         return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
-        schema = infer_schema(self.spark, records, self.config.typed_values)
+        schema = with_variants(infer_schema(self.spark, records, self.config.typed_values),
+                               self.config.variant_columns, self.config.variant_value)
         if not schema.fields:
             raise TableMissing(f"table {name}: cannot create it from records with no fields")
         if self.config.schema_force_optional:
@@ -494,7 +502,7 @@ class Coordinator:
         partition_by = self.config.table_partition_by(name)
         schema = partition_schema(records, schema, partition_by, self.config.partition_key(name))
         ids = self.config.table_id_columns(name) if self.config.row_level else []
-        props = {**(ROW_LEVEL_PROPS if self.config.row_level else {}), **self.config.auto_create_props}
+        props = {**(ROW_LEVEL_PROPS if self.config.row_level else {}), **self.config.table_create_props}
         create_table(self.spark, self.config.catalog_name, name, schema, partition_by, props, ids)
         log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
 

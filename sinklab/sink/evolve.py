@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.sink.tables import all_optional, ddl, infer_schema, quote, widen
+from sinklab.sink.tables import all_optional, ddl, infer_schema, quote, widen, with_variants
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -92,11 +92,13 @@ def _new_fields(records: DataFrame, table: T.StructType, case_insensitive: bool)
 
 
 def evolve(spark: SparkSession, catalog_name: str, table_name: str, table: T.StructType, records: DataFrame,
-           schemas_enable: bool, case_insensitive: bool, force_optional: bool) -> list[Change]:
-    """Apply the changes the records need; returns them (empty when the table already fits)."""
+           schemas_enable: bool, case_insensitive: bool, force_optional: bool,
+           variant_columns: list[str] | None = None) -> list[Change]:
+    """Apply the changes the records need; returns them (empty when the table already fits).
+    ``variant_columns`` are added as VARIANT, whatever shape their first values have."""
     if not schemas_enable and _only_new_fields_matter(table) and not _new_fields(records, table, case_insensitive):
         return []  # the common cycle: known fields only, and no column that could widen or relax
-    incoming = infer_schema(spark, records, schemas_enable)
+    incoming = with_variants(infer_schema(spark, records, schemas_enable), variant_columns or [])
     changes = plan_changes(table, incoming, null_required(records, table), case_insensitive, force_optional)
     target = f"{catalog_name}.{quote(table_name)}"
     for change in changes:

@@ -101,6 +101,15 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
     return all_optional(T.StructType(sorted(inferred.fields, key=lambda f: rank.get(f.name, len(rank)))))
 
 
+def with_variants(schema: T.StructType, columns: list[str], whole_value: str | None = None) -> T.StructType:
+    """``schema`` with the named top-level fields as VARIANT (their shape is not inferred, so it can
+    change from record to record); with ``whole_value``, one VARIANT column holding each record's value."""
+    if whole_value:
+        return T.StructType([T.StructField(whole_value, T.VariantType(), True)])
+    return T.StructType([T.StructField(f.name, T.VariantType(), True) if f.name in columns else f
+                         for f in schema.fields])
+
+
 def json_schema(spark: SparkSession, texts: DataFrame) -> T.StructType:
     """Spark's JSON schema inference over a string column, kept in the JVM: PySpark's
     ``read.json`` takes only an RDD, which would ship every record through Python."""

@@ -368,9 +368,9 @@ class Stack:
     def catalog(self) -> RestCatalog:
         """A pyiceberg client of the stack's REST catalog."""
         if self._catalog is None:
-            from pyiceberg.catalog.rest import RestCatalog
+            from sinklab.stack.catalog_client import rest_catalog
 
-            self._catalog = RestCatalog(self.info.catalog_name, **self.catalog_properties())
+            self._catalog = rest_catalog(self.info.catalog_name, self.catalog_properties())
         return self._catalog
 
     def client_logger(self) -> logging.Logger:

@@ -76,9 +76,9 @@ class Dashboard:
     def catalog(self) -> Catalog:
         # Its own client: the sink's background thread uses the stack's.
         if self._catalog is None:
-            from pyiceberg.catalog.rest import RestCatalog
+            from sinklab.stack.catalog_client import rest_catalog
 
-            self._catalog = RestCatalog(self.stack.info.catalog_name, **self.stack.catalog_properties())
+            self._catalog = rest_catalog(self.stack.info.catalog_name, self.stack.catalog_properties())
         return self._catalog
 
     def _topics(self) -> list[str]:
