@@ -92,8 +92,8 @@ SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCAL
 
 # The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink in a standalone Connect worker.
 # Its runtime zip is not on Maven Central, so its classpath is assembled here: the sink (which brings
-# -events, iceberg-core/-data, Avro, Jackson), iceberg-parquet (a compile-only dependency of
-# iceberg-data, so it does not come along), Kafka Connect's runtime at the broker's version, Hadoop's
+# -events, iceberg-core/-data, Avro, Jackson), iceberg-parquet and iceberg-orc (compile-only dependencies
+# of iceberg-data, so they do not come along), Kafka Connect's runtime at the broker's version, Hadoop's
 # shaded client (Iceberg's Parquet writer needs org.apache.hadoop.conf.Configuration; the shaded pair
 # brings no Jetty or Jersey to clash with Connect's), and log4j2 behind slf4j 2 (the version Iceberg
 # pulls in, for which log4j-slf4j-impl is no binding). Bench-only: not in PARTS, so `make setup`
@@ -104,6 +104,7 @@ JAVA_SINK = Part("iceberg-connect", (
     f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-data:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-parquet:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-orc:{ICEBERG_VERSION}",
     f"org.apache.kafka:connect-runtime:{KAFKA_VERSION}",
     f"org.apache.kafka:connect-json:{KAFKA_VERSION}",
     "org.apache.hadoop:hadoop-client-api:3.4.1",
@@ -111,8 +112,8 @@ JAVA_SINK = Part("iceberg-connect", (
     "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
     "org.apache.logging.log4j:log4j-core:2.24.3",
 ), excludes=(
-    # ORC comes with iceberg-data, and the sink writes Parquet here.
-    "org.apache.orc:*",
+    # (ORC stays, iceberg-orc with it, though the sink writes Parquet: from 1.11 iceberg-data registers
+    # every file format's readers and writers when it loads, and fails without ORC's classes.)
     # Logging bindings other than log4j2's, which would compete for slf4j.
     "org.slf4j:slf4j-log4j12", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:*",
 ))
