@@ -20,7 +20,7 @@ from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 ICEBERG_VERSION = "1.11.0"
-KAFKA_VERSION = "4.1.1"
+KAFKA_VERSION = "4.3.1"
 SPARK_LINE = "4.1"  # Iceberg publishes a Spark runtime per Spark minor line; none yet for 4.2/4.3
 SPARK_VERSION = "4.1.1"  # pyspark's own version: the Kafka source and Avro functions are pinned to it
 SCALA_VERSION = "2.13"  # pyspark 4 wheels are built for Scala 2.13
