@@ -31,7 +31,7 @@ from sinklab.demo import SEED_CONFIG
 from sinklab.generators import PaymentGenerator, produce_json
 from sinklab.sink.config import SinkConfig
 from sinklab.sink.sink import SinkStatus
-from sinklab.stack import Stack
+from sinklab.stack import Stack, jars
 from sinklab.stack.process import stop_leader_first
 
 PLUGIN = "io.tabular.iceberg.connect.IcebergSinkConnector"
@@ -194,7 +194,7 @@ def test_routes_shapes_and_errors(tmp_path: Path) -> None:
     herder.start()
     api = ConnectApi(herder, lambda: "cluster-1")
     try:
-        assert api.handle("GET", "/", None) == (200, {"version": "4.1.1", "commit": "sinklab-0.1.0",
+        assert api.handle("GET", "/", None) == (200, {"version": jars.KAFKA_VERSION, "commit": "sinklab-0.1.0",
                                                       "kafka_cluster_id": "cluster-1"})
         classes = [p["class"] for p in api.handle("GET", "/connector-plugins", None)[1]]
         assert classes == [PLUGIN, "org.apache.iceberg.connect.IcebergSinkConnector"]

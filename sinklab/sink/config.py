@@ -534,7 +534,7 @@ def _validate(config: SinkConfig) -> None:
         key = "sinklab.tables.variant-value" if config.variant_value else "sinklab.tables.variant-columns"
         version = config.auto_create_props.get("format-version", str(VARIANT_FORMAT_VERSION))
         if not version.isdigit() or int(version) < VARIANT_FORMAT_VERSION:
-            raise ConfigError(f"{key}: VARIANT columns need Iceberg format version 3, and "
+            raise ConfigError(f"{key}: VARIANT columns need Iceberg format version 3, but "
                               f"iceberg.tables.auto-create-props.format-version is {version}")
         if config.variant_value and config.variant_columns:
             raise ConfigError("sinklab.tables.variant-columns: the whole value already lands in "

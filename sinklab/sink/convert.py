@@ -57,7 +57,8 @@ def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
     """Kafka Connect's Decimal logical type arrives as base64 of the unscaled big-endian integer."""
     scale = dtype.scale
 
-    @F.udf(returnType=dtype, useArrow=False)  # said, so that Spark 4 does not guess from the hints
+    # useArrow named: otherwise Spark 4 guesses the kind of UDF from the type hints, and warns that it cannot.
+    @F.udf(returnType=dtype, useArrow=False)
     def decode(text: str | None) -> decimal.Decimal | None:
         if text is None:
             return None
