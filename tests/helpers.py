@@ -21,6 +21,17 @@ def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> d
         "value.converter.schemas.enable": "false", **extra}}
 
 
+def once(stack: Stack, config: dict[str, Any]) -> None:
+    """One cycle of a sink made for it, which must find records."""
+    from sinklab.sink import IcebergSink
+
+    sink = IcebergSink(stack, config)
+    try:
+        assert sink.run_once() is not None
+    finally:
+        sink.stop()
+
+
 def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:
     events = list(pizza_events(count, seed=seed))
     produce_json(stack.bootstrap_servers, topic, events, key_field="order_id")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import produce_raw, run_cli, sink_config
+from helpers import once, produce_raw, run_cli, sink_config
 
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink
@@ -23,13 +23,6 @@ def cdc_config(unique: str, tables: list[str] | None = None, **extra: Any) -> di
     return sink_config(unique, tables, **{"iceberg.tables.cdc-field": "op", "iceberg.tables.default-id-columns": "id",
                                           **extra})
 
-
-def once(stack: Stack, config: dict[str, Any]) -> None:
-    sink = IcebergSink(stack, config)
-    try:
-        assert sink.run_once() is not None
-    finally:
-        sink.stop()
 
 
 def table_rows(stack: Stack, table: str) -> list[tuple[Any, ...]]:

@@ -4,26 +4,17 @@ evolution, or the whole value, queried with variant_get."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from helpers import sink_config
+from helpers import once, sink_config
 
 from sinklab.generators import produce_json
-from sinklab.sink import IcebergSink
 from sinklab.sink.config import ConfigError, load_config
 from sinklab.stack import Stack
 from sinklab.viz import frames
 
 pytestmark = pytest.mark.spark
 
-
-def once(stack: Stack, config: dict[str, Any]) -> None:
-    sink = IcebergSink(stack, config)
-    try:
-        assert sink.run_once() is not None
-    finally:
-        sink.stop()
 
 
 def test_drifting_fields_land_as_variant_and_read_back_with_variant_get(stack: Stack, unique: str) -> None:
