@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from sinklab.connect import loggers
 from sinklab.connect.herder import (
     PLUGIN_CLASSES,
     BadRequest,
@@ -98,6 +99,9 @@ class ConnectApi:
             ("GET", re.compile(rf"/connectors/{name}/offsets/?"), self.offsets),
             ("PATCH", re.compile(rf"/connectors/{name}/offsets/?"), self.alter_offsets),
             ("DELETE", re.compile(rf"/connectors/{name}/offsets/?"), self.reset_offsets),
+            ("GET", re.compile(r"/admin/loggers/?"), lambda **_: (200, loggers.list_levels())),
+            ("GET", re.compile(r"/admin/loggers/(?P<logger>[^/]+)/?"), self.get_logger),
+            ("PUT", re.compile(r"/admin/loggers/(?P<logger>[^/]+)/?"), self.put_logger),
         ]
 
     def handle(self, method: str, target: str, body: Any) -> Response:
@@ -127,6 +131,16 @@ class ConnectApi:
     def root(self, **_: Any) -> Response:
         return 200, {"version": KAFKA_VERSION, "commit": f"sinklab-{SINKLAB_VERSION}",
                      "kafka_cluster_id": self._cluster_id()}
+
+    def get_logger(self, logger: str, **_: Any) -> Response:
+        return 200, loggers.get_level(logger)
+
+    def put_logger(self, logger: str, body: Any, query: dict[str, str], **_: Any) -> Response:
+        if not isinstance(body, dict) or "level" not in body:
+            raise BadRequest("The request body must be a JSON object with a 'level' field.")
+        changed = loggers.set_level(logger, body["level"])
+        # scope=cluster asks every worker and answers at once; this server is the one worker.
+        return (204, None) if query.get("scope", "worker").lower() == "cluster" else (200, changed)
 
     def plugins(self, **_: Any) -> Response:
         return 200, [{"class": cls, "type": "sink", "version": ICEBERG_VERSION} for cls in PLUGIN_CLASSES]
