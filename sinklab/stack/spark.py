@@ -174,6 +174,10 @@ def stop_spark(spark: SparkSession, timeout: float = 30) -> None:
     """
     from pyspark import SparkContext
 
+    if spark.sparkContext._jsc is None:
+        # Stopped already, and its JVM with it: a process has one Spark driver, which another Stack of
+        # the process (one whose ``spark`` got this same session) may have stopped first.
+        return
     gateway = SparkContext._gateway
     spark.stop()
     if gateway is None:

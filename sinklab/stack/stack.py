@@ -398,7 +398,7 @@ class Stack:
     @property
     def spark(self) -> SparkSession:
         with self._spark_lock:
-            if self._spark is None:
+            if self._spark is None or self._spark.sparkContext._jsc is None:  # none yet, or stopped elsewhere
                 conf = self.spark_catalog_conf(self.info.catalog_name)
                 conf["spark.sql.defaultCatalog"] = self.info.catalog_name
                 self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3, log_file=self.spark_log)
