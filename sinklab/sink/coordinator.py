@@ -493,8 +493,10 @@ class Coordinator:
         return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
-        schema = with_variants(infer_schema(self.spark, records, self.config.typed_values),
-                               self.config.variant_columns, self.config.variant_value)
+        # A whole value as one VARIANT needs no inference: that job's answer would be thrown away.
+        inferred = T.StructType([]) if self.config.variant_value else infer_schema(self.spark, records,
+                                                                                    self.config.typed_values)
+        schema = with_variants(inferred, self.config.variant_columns, self.config.variant_value)
         if not schema.fields:
             raise TableMissing(f"table {name}: cannot create it from records with no fields")
         if self.config.schema_force_optional:
