@@ -320,27 +320,39 @@ def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
     return records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in computed.items()]))))
 
 
-class BadRows:
+class Observed:
+    """A DataFrame (``df``) whose ``metrics`` (aggregates) the next action that runs it computes on the
+    way, with no job of their own. Filters above it are not pushed below an observation: they see
+    every row."""
+
+    def __init__(self, df: DataFrame, *metrics: Column):
+        from pyspark.sql import Observation
+
+        self._observation = Observation()
+        self.df = df.observe(self._observation, *metrics)
+
+    def result(self) -> dict[str, Any] | None:
+        """The metrics; None when no action has reported them. Never blocks, unlike
+        ``Observation.get``, which waits forever for an action that did not run."""
+        future = self._observation._jo.future()  # type: ignore[union-attr]
+        if not future.isCompleted() or not future.value().get().isSuccess():
+            return None
+        return self._observation.get
+
+
+class BadRows(Observed):
     """A table's converted rows, with their bad ones (ERROR set) counted by the next action that
     runs them: the table's write. A clean write then needs no job of its own to look for bad rows
     (that job parsed every record a second time, measured ~20% of a cycle)."""
 
     def __init__(self, rows: DataFrame):
-        from pyspark.sql import Observation
-
+        super().__init__(rows, F.count(F.col(ERROR)).alias("bad"))
         self.source = rows
-        self._observation = Observation()
-        # Filters above it are not pushed below an observation: it counts every row of the table.
-        self.observed = rows.observe(self._observation, F.count(F.col(ERROR)).alias("bad"))
 
     def counted(self) -> int | None:
-        """How many bad rows the action saw; None when none has reported. Never blocks, unlike
-        ``Observation.get``, which waits forever for an action that did not run."""
-        future = self._observation._jo.future()  # type: ignore[union-attr]
-        if not future.isCompleted():
-            return None
-        outcome = future.value().get()
-        return int(outcome.get().getLong(0)) if outcome.isSuccess() else None
+        """How many bad rows the action saw; None when none has reported."""
+        result = self.result()
+        return None if result is None else int(result["bad"])
 
     def bad(self) -> DataFrame:
         return self.source.where(F.col(ERROR).isNotNull())

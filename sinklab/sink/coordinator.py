@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark import StorageLevel
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -29,6 +30,7 @@ from sinklab.sink.convert import (
     ROUTE,
     SCHEMA_ID,
     BadRows,
+    Observed,
     prepare,
     to_rows,
     with_operation,
@@ -43,7 +45,7 @@ from sinklab.sink.errors import (
     SinkFenced,
     TableMissing,
 )
-from sinklab.sink.evolve import evolve
+from sinklab.sink.evolve import evolve, new_field
 from sinklab.sink.progress import Offsets, format_offsets, merge_max, nest, start_offsets
 from sinklab.sink.reader import OffsetRange, read_ranges
 from sinklab.sink.registry import FramedDecoder, RegistryClient, RegistrySettings
@@ -117,10 +119,19 @@ class Cycle:
     vtts: int
     counters: dict[str, int]
     letters: list[dlq.DeadLetter] = field(default_factory=list)
+    states: dict[str, TableState] = field(default_factory=dict)  # the tables written, as planned
+    rows: dict[str, DataFrame] = field(default_factory=dict)  # each table's rows (staged again after a CAS loss)
+    staged: dict[str, Staged] = field(default_factory=dict)
+    published: dict[str, Staged] = field(default_factory=dict)
+    cached: DataFrame | None = None  # the prepared records, when the cycle takes two passes
 
     @property
     def ranges(self) -> list[tuple[str, int, int, int]]:
         return [(r.topic, r.partition, r.start, r.end) for r in self.plan.ranges]
+
+
+class _TwoPasses(Exception):  # noqa: N818 - control flow, never leaves the coordinator
+    """A table's records need a look before its write that one pass cannot give."""
 
 
 @dataclass
@@ -229,11 +240,9 @@ class Coordinator:
         return plan
 
     def _prepare(self, raw: DataFrame) -> DataFrame:
-        # One cache per cycle, of the prepared records: its first job reads, prepares, caches and counts at
-        # once (caching the raw records too cost a second cache and a job).
         return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
                        self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
-                       self.framed, self.framed_key, self.config.key_envelope).persist(StorageLevel.MEMORY_AND_DISK)
+                       self.framed, self.framed_key, self.config.key_envelope)
 
     def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
         """Per partition: records, newest timestamp, tombstones, bad records (and registry schema ids)."""
@@ -244,9 +253,10 @@ class Coordinator:
             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
             F.count(F.col(ERROR)).alias("bad"), *ids).collect()}
 
-    def _learn(self, stats: dict[tuple[str, int], Row]) -> bool:
-        """Whether the cycle met writer schemas (of values or keys) new to this sink, now fetched."""
-        learned = [d.learn({i for s in stats.values() for i in s[f"{d.side}_ids"]}) for d in self.decoders]
+    def _learn(self, ids: dict[str, set[int]]) -> bool:
+        """Whether the cycle met writer schemas (of values or keys, ``ids`` by side) new to this sink,
+        now fetched."""
+        learned = [d.learn(ids[d.side]) for d in self.decoders]
         return any(learned)
 
     def lag(self) -> dict[str, int]:
@@ -262,62 +272,146 @@ class Coordinator:
         plan = self.plan(list(configured.values()))
         if not plan.ranges:
             return None
-        commit_id = events.new_commit_id()
         for decoder in self.decoders:
             decoder.prime({r.topic for r in plan.ranges})
         raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
                           timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        # Tombstones go through prepare to be counted; unless row-level tables take them as deletes, they
-        # are dropped right after.
-        prepared = self._prepare(raw)
-        staged: dict[str, Staged] = {}
-        published: dict[str, Staged] = {}
+        cycle = Cycle(plan, events.new_commit_id(), plan.planned_at_ms, {})
+        try:
+            if not (self._one_pass_fits(configured) and self._one_pass(cycle, raw, configured)):
+                self._two_passes(cycle, raw, configured)
+            crash_point("after-data-files")
+            return self._commit(cycle, started)
+        finally:
+            self._forget_unpublished(cycle)
+            if cycle.cached is not None:
+                cycle.cached.unpersist()
+
+    def _one_pass_fits(self, configured: dict[str, TableState]) -> bool:
+        """Whether the cycle can take one pass: every table there, each record's table known from its
+        own fields, appends (a MERGE runs its source in several jobs anyway), and schema evolution, when
+        on, decidable by a key scan (Connect schemas need inference)."""
+        c = self.config
+        return (not c.row_level and not c.dynamic_enabled and all(s.exists for s in configured.values())
+                and not (c.evolve_schema and c.schemas_enable))
+
+    def _one_pass(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState]) -> bool:
+        """One Spark job per table reads the cycle's ranges, converts and writes them; what the cycle
+        must know of its records (counts, newest timestamps, tombstones, bad records, schema ids, new
+        fields) is observed by that job, not computed by one of its own.
+
+        Returns False, with nothing it wrote left staged, when the records need two passes: a writer
+        schema new to the sink (they are prepared again, decodable), a field new to a table with
+        evolution on (the table evolves before the write). The two passes read the same offset ranges
+        again: Kafka replays them. Bad records are looked up after the write, by reading their ranges
+        again; a clean cycle (the usual one) never does.
+        """
+        plan = cycle.plan
+        lagging = [tp for tp, end in plan.ends.items() if end < plan.highs[tp]]
+        stats = Observed(self._prepare(raw), *self._stat_metrics(lagging))
+        records = with_payload(stats.df).where(F.col("value").isNotNull())
+        good = records.where(F.col(ERROR).isNull())
+        checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
+        try:
+            for name, state in configured.items():
+                state, cycle.rows[name], converted, fields = self._rows(
+                    cycle, state, route.records_for(self.config, good, name), one_pass=True)
+                cycle.states[name] = state
+                checks[name] = (converted, fields)
+                self._stage_into(cycle, name)
+        except _TwoPasses:
+            self._forget_unpublished(cycle)
+            return False
+        seen = stats.result()
+        # No write ran (every table already holds these records: a restart after the publish) or the
+        # records need a second look: what the one pass wrote goes, and the cycle takes two passes.
+        retry = seen is None or self._learn({d.side: set(seen[f"{d.side}_ids"]) for d in self.decoders}) or any(
+            fields is not None and (fields.result() or {}).get("new_fields") for _, fields in checks.values())
+        if retry:
+            self._forget_unpublished(cycle)
+            cycle.staged.clear()
+            return False
+        assert seen is not None
+        cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0))
+        cycle.vtts = self._vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
+        if seen["bad"]:
+            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+        if self.config.route_field and seen["nowhere"]:
+            self._nowhere(cycle, good, list(configured), int(seen["nowhere"]))
+        for name, (converted, _) in checks.items():
+            if converted is not None and converted.counted() != 0:
+                self._bad(cycle, converted.bad(), name)
+        return True
+
+    def _stat_metrics(self, lagging: list[tuple[str, int]]) -> list[Column]:
+        """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
+        writer schema ids, records no table takes, and the newest timestamp of each partition read
+        only in part (the others' is the planning time, see ``_vtts``)."""
+        def newest(tp: tuple[str, int]) -> Column:
+            return F.max(F.when((F.col("topic") == tp[0]) & (F.col("partition") == tp[1]), F.col("timestamp")))
+
+        metrics = [F.count(F.lit(1)).alias("n"), F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
+                   F.count(F.col(ERROR)).alias("bad"),
+                   *[F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
+                     for d in self.decoders],
+                   *[newest(tp).alias(f"max_ts_{i}") for i, tp in enumerate(lagging)]]
+        if self.config.route_field:
+            good = F.col("value").isNotNull() & F.col(ERROR).isNull()
+            metrics.append(F.sum((good & route.nowhere(self.config)).cast("int")).alias("nowhere"))
+        return metrics
+
+    def _two_passes(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState]) -> None:
+        """The records prepared once and cached, looked at (counts, schema ids, destinations, new
+        fields), then written: for auto-create, evolution, dynamic routing, row-level changes."""
+        prepared = cycle.cached = self._prepare(raw).persist(StorageLevel.MEMORY_AND_DISK)
+        stats = self._stats(prepared)
+        if self._learn({d.side: {i for s in stats.values() for i in s[f"{d.side}_ids"]} for d in self.decoders}):
+            # Writer schemas new to this sink: the records are prepared again, now decodable (or bad for
+            # the reason the registry gives).
+            prepared.unpersist()
+            prepared = cycle.cached = self._prepare(raw).persist(StorageLevel.MEMORY_AND_DISK)
+            stats = self._stats(prepared)
+        # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
+        cycle.counters.update(records=int(sum(s.n for s in stats.values())),
+                              tombstones=int(sum(s.tombstones or 0 for s in stats.values())))
+        cycle.vtts = self._vtts(cycle.plan, {tp: s.max_ts for tp, s in stats.items()})
+        # Tombstones are skipped and counted, except that row-level tables delete the row they name.
+        records = with_payload(prepared)
+        records = records if self.config.row_level else records.where(F.col("value").isNotNull())
+        if any(s.bad for s in stats.values()):  # counted by the job above: no job of its own when there are none
+            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+        good = records.where(F.col(ERROR).isNull())
+        states = self._destinations(cycle, good, configured)
+        for name in list(states):
+            cycle.states[name], cycle.rows[name], converted, _ = self._rows(
+                cycle, states[name], route.records_for(self.config, good, name))
+            self._stage_into(cycle, name)
+            # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
+            if converted is not None and converted.counted() != 0:
+                self._bad(cycle, converted.bad(), name)
+
+    def _stage_into(self, cycle: Cycle, name: str) -> None:
+        result = self._stage(cycle, cycle.states[name], cycle.rows[name])
+        if result is not None:
+            cycle.staged[name] = result
+
+    def _commit(self, cycle: Cycle, started: float) -> CycleResult:
+        """The exactly-once order of DESIGN §4: the fence (commit-start flushed), then each table's
+        compare-and-swap, then offsets and commit-complete in the one Kafka transaction."""
         in_txn = False
         try:
-            stats = self._stats(prepared)
-            if self._learn(stats):
-                # Writer schemas new to this sink: the records are prepared again, now decodable (or bad for
-                # the reason the registry gives). Once per new schema id; a cycle of known ids finds them in the
-                # stats job it runs anyway.
-                prepared.unpersist()
-                prepared = self._prepare(raw)
-                stats = self._stats(prepared)
-            # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
-            read = int(sum(s.n for s in stats.values()))
-            counters = {"records": read, "tombstones": int(sum(s.tombstones or 0 for s in stats.values()))}
-            vtts = self._vtts(plan, stats)
-            # Tombstones are skipped and counted, except that row-level tables delete the row they name.
-            records = with_payload(prepared)
-            records = records if self.config.row_level else records.where(F.col("value").isNotNull())
-            cycle = Cycle(plan, commit_id, vtts, counters)
-            if any(s.bad for s in stats.values()):  # counted by the job above: no job of its own when there are none
-                self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
-            good = records.where(F.col(ERROR).isNull())
-            states = self._destinations(cycle, good, configured)
-            rows: dict[str, DataFrame] = {}
-            for name in list(states):
-                states[name], rows[name], converted = self._rows(cycle, states[name],
-                                                                 route.records_for(self.config, good, name))
-                result = self._stage(cycle, states[name], rows[name])
-                if result is not None:
-                    staged[name] = result
-                # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
-                if converted is not None and converted.counted() != 0:
-                    self._bad(cycle, converted.bad(), name)
-            crash_point("after-data-files")
-
             commit_started = time.monotonic()
             self.producer.begin_transaction()
             in_txn = True
-            self._send(events.COMMIT_START, commit_id)
+            self._send(events.COMMIT_START, cycle.commit_id)
             self._flush()  # fencing surfaces here, before any table moves
             if cycle.letters:
-                counters["dead-lettered"] = dlq.produce(self.producer, self.config, cycle.letters)
+                cycle.counters["dead-lettered"] = dlq.produce(self.producer, self.config, cycle.letters)
 
-            for i, name in enumerate(list(staged)):
-                landed = self._publish(cycle, states[name], staged[name], rows[name])
+            for i, name in enumerate(list(cycle.staged)):
+                landed = self._publish(cycle, cycle.states[name], cycle.staged[name], cycle.rows[name])
                 if landed is not None:
-                    published[name] = landed
+                    cycle.published[name] = landed
                 if i == 0:
                     crash_point("between-table-commits")
             crash_point("after-table-commits")
@@ -328,25 +422,27 @@ class Coordinator:
                     f"iceberg.control.commit.timeout-ms={self.config.commit_timeout_ms}; the Kafka transaction is "
                     f"aborted and the next cycle resumes from the tables' recorded offsets")
 
+            plan = cycle.plan
             offsets = [TopicPartition(t, p, end) for (t, p), end in plan.ends.items()]
             self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(),
                                                       self.kafka_timeout_s)
-            result = CycleResult(commit_id, read, published, nest(plan.ends), vtts, counters,
-                                 int((time.monotonic() - started) * 1000))
-            self._send(events.COMMIT_COMPLETE, commit_id, result, states)
+            result = CycleResult(cycle.commit_id, cycle.counters["records"], cycle.published, nest(plan.ends),
+                                 cycle.vtts, cycle.counters, int((time.monotonic() - started) * 1000))
+            self._send(events.COMMIT_COMPLETE, cycle.commit_id, result, cycle.states)
             crash_point("inside-kafka-transaction")
             self.producer.commit_transaction(self.kafka_timeout_s)
             in_txn = False
             return result
         except KafkaException as exc:
-            raise self._fenced_or(exc, commit_id) from exc
+            raise self._fenced_or(exc, cycle.commit_id) from exc
         finally:
             if in_txn:
                 self._abort()
-            for name, stage in staged.items():
-                if name not in published:  # a published stage went away in its commit
-                    self._forget_stage(name, stage.stage)
-            prepared.unpersist()
+
+    def _forget_unpublished(self, cycle: Cycle) -> None:
+        for name, stage in cycle.staged.items():
+            if name not in cycle.published:  # a published stage went away in its commit
+                self._forget_stage(name, stage.stage)
 
     def _load(self, name: str) -> TableState:
         state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
@@ -355,14 +451,15 @@ class Coordinator:
             self._recovered.add(name)
         return state
 
-    def _vtts(self, plan: Plan, stats: dict[tuple[str, int], Any]) -> int:
+    def _vtts(self, plan: Plan, newest: dict[tuple[str, int], int | None]) -> int:
+        """The cycle's valid-through timestamp, from the newest record timestamp read of each partition."""
         # Caught-up partitions hold everything produced before planning; others up to what was read.
         marks = []
         for tp, end in plan.ends.items():
             if end >= plan.highs[tp]:
                 marks.append(plan.planned_at_ms)
-            elif tp in stats and stats[tp].max_ts is not None:
-                marks.append(int(stats[tp].max_ts))
+            elif newest.get(tp) is not None:
+                marks.append(int(newest[tp]))  # type: ignore[arg-type]
         return min(marks) if marks else plan.planned_at_ms
 
     def _bad(self, cycle: Cycle, bad: DataFrame, table: str | None) -> None:
@@ -398,19 +495,27 @@ class Coordinator:
                 nowhere += n  # dynamic routing skips a table that is not there, as the Java sink does
                 continue
             states[name] = state
-        if nowhere and self.config.errors_tolerance == "all":
-            reason = F.concat(F.lit(f"{NO_TABLE}: {self.config.route_field}="), F.coalesce(F.col(ROUTE), F.lit("null")),
-                              F.lit(" names no table"))
-            self._bad(cycle, route.unrouted(self.config, good, list(states)).withColumn(ERROR, reason), None)
-        elif nowhere:
-            cycle.counters[NO_TABLE] = nowhere
-            log.info("sink %s: %d records routed to no table were skipped", self.config.name, nowhere)
+        if nowhere:
+            self._nowhere(cycle, good, list(states), nowhere)
         return states
 
-    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame
-              ) -> tuple[TableState, DataFrame, BadRows | None]:
+    def _nowhere(self, cycle: Cycle, good: DataFrame, tables: list[str], count: int) -> None:
+        """Records no table takes: dead letters (errors.tolerance=all), else counted and skipped."""
+        if self.config.errors_tolerance == "all":
+            reason = F.concat(F.lit(f"{NO_TABLE}: {self.config.route_field}="), F.coalesce(F.col(ROUTE), F.lit("null")),
+                              F.lit(" names no table"))
+            self._bad(cycle, route.unrouted(self.config, good, tables).withColumn(ERROR, reason), None)
+        else:
+            cycle.counters[NO_TABLE] = count
+            log.info("sink %s: %d records routed to no table were skipped", self.config.name, count)
+
+    def _rows(self, cycle: Cycle, state: TableState, records: DataFrame, one_pass: bool = False
+              ) -> tuple[TableState, DataFrame, BadRows | None, Observed | None]:
         """The table's good rows from its records: created, evolved and converted. Bad rows of a
-        row-level table are handled here; an append's are counted by its write (``BadRows``)."""
+        row-level table are handled here; an append's are counted by its write (``BadRows``).
+
+        In ``one_pass`` the table is not evolved: the write observes whether any record has a field
+        the table lacks (``new_fields``), and the cycle takes two passes if one did."""
         if not state.exists:
             if not self.config.auto_create:
                 raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
@@ -431,8 +536,15 @@ class Coordinator:
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
             raise ConfigError(f"sinklab.tables.variant-value: table {state.name} has no VARIANT column {whole} "
                               f"(columns: {', '.join(schema.fieldNames())})")
+        fields: Observed | None = None
         # A whole value in one VARIANT has no fields to evolve: that is the point of it.
-        if self.config.evolve_schema and not whole and evolve(
+        if self.config.evolve_schema and not whole and one_pass:
+            flag = new_field(schema, self.config.schema_case_insensitive)
+            if flag is None:
+                raise _TwoPasses(f"table {state.name}: only inference tells what its records need")
+            fields = Observed(records, F.max(flag.cast("int")).alias("new_fields"))
+            records = fields.df
+        elif self.config.evolve_schema and not whole and evolve(
                 self.spark, self.config.catalog_name, state.name, schema, records, self.config.typed_values,
                 self.config.schema_case_insensitive, self.config.schema_force_optional, self.config.variant_columns):
             schema = self.spark.table(target).schema
@@ -445,8 +557,8 @@ class Coordinator:
             self._bad(cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
             checked = BadRows(rows)
-            rows = checked.observed
-        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked
+            rows = checked.df
+        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
 
     def _stage(self, cycle: Cycle, state: TableState, rows: DataFrame) -> Staged | None:
         fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -82,13 +83,15 @@ def _only_new_fields_matter(table: T.StructType) -> bool:
     return all(f.nullable and not isinstance(f.dataType, WIDENABLE) for f in table.fields)
 
 
-def _new_fields(records: DataFrame, table: T.StructType, case_insensitive: bool) -> bool:
-    """Whether any record has a top-level field the table lacks: a key scan, much cheaper than inference."""
-    known = {f.name.lower() if case_insensitive else f.name for f in table.fields}
-    keys = F.explode(F.json_object_keys("_payload"))
-    keys = F.lower(keys) if case_insensitive else keys
-    present = records.where(F.col("value").isNotNull()).select(keys.alias("k")).where(~F.col("k").isin(list(known)))
-    return present.limit(1).count() > 0
+def new_field(table: T.StructType, case_insensitive: bool) -> Column | None:
+    """Per record: whether it has a top-level field the table lacks (a key scan, much cheaper than
+    inference); None when the table has columns a record could also widen or relax, which only
+    inference tells."""
+    if not _only_new_fields_matter(table):
+        return None
+    known = [f.name.lower() if case_insensitive else f.name for f in table.fields]
+    keys = F.json_object_keys("_payload")
+    return F.exists(keys, lambda k: ~(F.lower(k) if case_insensitive else k).isin(known))
 
 
 def evolve(spark: SparkSession, catalog_name: str, table_name: str, table: T.StructType, records: DataFrame,
@@ -96,7 +99,8 @@ def evolve(spark: SparkSession, catalog_name: str, table_name: str, table: T.Str
            variant_columns: list[str] | None = None) -> list[Change]:
     """Apply the changes the records need; returns them (empty when the table already fits).
     ``variant_columns`` are added as VARIANT, whatever shape their first values have."""
-    if not schemas_enable and _only_new_fields_matter(table) and not _new_fields(records, table, case_insensitive):
+    flag = None if schemas_enable else new_field(table, case_insensitive)
+    if flag is not None and not records.where(F.col("value").isNotNull() & flag).limit(1).count():
         return []  # the common cycle: known fields only, and no column that could widen or relax
     incoming = with_variants(infer_schema(spark, records, schemas_enable), variant_columns or [])
     changes = plan_changes(table, incoming, null_required(records, table), case_insensitive, force_optional)

@@ -44,11 +44,16 @@ def route_counts(config: SinkConfig, records: DataFrame) -> tuple[dict[str, int]
         total = records.count()
         return {t: total for t in config.tables}, 0
     conds = {t: table_condition(config, t) for t in config.tables}
-    nowhere = ~F.greatest(*[c.cast("int") for c in conds.values()], F.lit(0)).cast("boolean")
     row = records.select(*[F.sum(c.cast("int")).alias(f"t{i}") for i, c in enumerate(conds.values())],
-                         F.sum(nowhere.cast("int")).alias("nowhere")).first()
+                         F.sum(nowhere(config).cast("int")).alias("nowhere")).first()
     assert row is not None
     return {t: int(row[f"t{i}"] or 0) for i, t in enumerate(conds)}, int(row["nowhere"] or 0)
+
+
+def nowhere(config: SinkConfig) -> Column:
+    """Whether static routing sends a record to none of the tables."""
+    conds = [table_condition(config, t).cast("int") for t in config.tables]
+    return ~F.greatest(*conds, F.lit(0)).cast("boolean")
 
 
 def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
