@@ -166,7 +166,7 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
             cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
             framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
-            key_envelope: bool = False) -> DataFrame:
+            key_envelope: bool = False, cached: bool = False) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -218,7 +218,9 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     first_char = F.substring(F.ltrim(payload), 1, 1)
     shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
         F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
-    as_came = not schemas_enable and not transforms and tombstone_ids is None
+    # Records to be cached leave out the payload when it is the value's text (``with_payload`` derives it
+    # after the cache, which then holds the value once); uncached, the text is decoded once, here.
+    as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
     return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
                    key_text, key_error)
 

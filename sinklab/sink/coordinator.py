@@ -124,6 +124,7 @@ class Cycle:
     staged: dict[str, Staged] = field(default_factory=dict)
     published: dict[str, Staged] = field(default_factory=dict)
     cached: DataFrame | None = None  # the prepared records, when the cycle takes two passes
+    passes: int = 1
 
     @property
     def ranges(self) -> list[tuple[str, int, int, int]]:
@@ -143,6 +144,7 @@ class CycleResult:
     vtts_ms: int | None = None
     counters: dict[str, int] = field(default_factory=dict)
     duration_ms: int = 0
+    passes: int = 1  # over the records: 2 when the cycle had to look before writing (Coordinator._two_passes)
 
 
 class Coordinator:
@@ -239,10 +241,11 @@ class Coordinator:
         self.last_plan = plan
         return plan
 
-    def _prepare(self, raw: DataFrame) -> DataFrame:
-        return prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
-                       self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
-                       self.framed, self.framed_key, self.config.key_envelope)
+    def _prepare(self, raw: DataFrame, cached: bool = False) -> DataFrame:
+        prepared = prepare(raw, self.config.schemas_enable, self.config.transforms, self.config.route_field,
+                           self.config.cdc_field, self.config.default_id_columns if self.config.row_level else None,
+                           self.framed, self.framed_key, self.config.key_envelope, cached)
+        return prepared.persist(StorageLevel.MEMORY_AND_DISK) if cached else prepared
 
     def _stats(self, prepared: DataFrame) -> dict[tuple[str, int], Row]:
         """Per partition: records, newest timestamp, tombstones, bad records (and registry schema ids)."""
@@ -290,10 +293,10 @@ class Coordinator:
     def _one_pass_fits(self, configured: dict[str, TableState]) -> bool:
         """Whether the cycle can take one pass: every table there, each record's table known from its
         own fields, appends (a MERGE runs its source in several jobs anyway), and schema evolution, when
-        on, decidable by a key scan (Connect schemas need inference)."""
+        on, decidable by a key scan (typed values need their schemas read)."""
         c = self.config
         return (not c.row_level and not c.dynamic_enabled and all(s.exists for s in configured.values())
-                and not (c.evolve_schema and c.schemas_enable))
+                and not (c.evolve_schema and c.typed_values))
 
     def _one_pass(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState]) -> bool:
         """One Spark job per table reads the cycle's ranges, converts and writes them; what the cycle
@@ -363,13 +366,14 @@ class Coordinator:
     def _two_passes(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState]) -> None:
         """The records prepared once and cached, looked at (counts, schema ids, destinations, new
         fields), then written: for auto-create, evolution, dynamic routing, row-level changes."""
-        prepared = cycle.cached = self._prepare(raw).persist(StorageLevel.MEMORY_AND_DISK)
+        cycle.passes = 2
+        prepared = cycle.cached = self._prepare(raw, cached=True)
         stats = self._stats(prepared)
         if self._learn({d.side: {i for s in stats.values() for i in s[f"{d.side}_ids"]} for d in self.decoders}):
             # Writer schemas new to this sink: the records are prepared again, now decodable (or bad for
             # the reason the registry gives).
             prepared.unpersist()
-            prepared = cycle.cached = self._prepare(raw).persist(StorageLevel.MEMORY_AND_DISK)
+            prepared = cycle.cached = self._prepare(raw, cached=True)
             stats = self._stats(prepared)
         # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
         cycle.counters.update(records=int(sum(s.n for s in stats.values())),
@@ -427,7 +431,7 @@ class Coordinator:
             self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(),
                                                       self.kafka_timeout_s)
             result = CycleResult(cycle.commit_id, cycle.counters["records"], cycle.published, nest(plan.ends),
-                                 cycle.vtts, cycle.counters, int((time.monotonic() - started) * 1000))
+                                 cycle.vtts, cycle.counters, int((time.monotonic() - started) * 1000), cycle.passes)
             self._send(events.COMMIT_COMPLETE, cycle.commit_id, result, cycle.states)
             crash_point("inside-kafka-transaction")
             self.producer.commit_transaction(self.kafka_timeout_s)

@@ -8,13 +8,15 @@ asserts the target still points where the cycle planned: no retry, no rebase.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg.exceptions import CommitFailedException
+import requests
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServiceUnavailableError
 from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate, SetSnapshotRefUpdate
 
 from sinklab.sink.tables import TableState, identifier, quote
@@ -40,6 +42,7 @@ class Staged:
     loaded: Table | None = field(default=None, repr=False, compare=False)
 
 
+log = logging.getLogger("sinklab.sink")
 STAGE_PREFIX = "sinklab-stage-"
 # A commit to one branch raced by a commit to another: the ref the writer asserted did not move, but
 # the sequence number it computed was taken, and the REST server refuses it as a bad request (Iceberg
@@ -165,25 +168,61 @@ def added_files(table: Table, snapshot_id: int) -> tuple[list[str], list[str]]:
     return data, deletes
 
 
+# Answers that say nothing of whether a commit landed: it failed inside the catalog after arriving
+# (500/502/504), the catalog refused for now (503), or the answer never came back.
+UNKNOWN_OUTCOME = (CommitStateUnknownException, ServiceUnavailableError, requests.ConnectionError, requests.Timeout)
+PUBLISH_ATTEMPTS = 3
+
+
 def publish(catalog: Catalog, state: TableState, staged: Staged) -> bool:
     """Move the target branch to the staged snapshot iff it still points at the planned snapshot.
 
     Returns False when the table moved since planning (the caller re-plans); the staging branch
-    goes away in the same commit when it lands.
+    goes away in the same commit when it lands. A publish whose answer is lost is resolved by
+    reading the table (``landed``), never by committing blindly again: the compare-and-swap makes a
+    second attempt safe only once the table says the first did not land.
     """
     # The requirement, not the loaded metadata, is what the catalog checks: a table loaded after the write
     # serves as well as a fresh one.
     table = staged.loaded or catalog.load_table(identifier(state.name))
-    try:
-        catalog.commit_table(
-            table,
-            (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
-            (SetSnapshotRefUpdate(ref_name=state.branch, type="branch", snapshot_id=staged.snapshot_id),
-             RemoveSnapshotRefUpdate(ref_name=staged.stage)),
-        )
-    except CommitFailedException:
-        return False
-    return True
+    for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+        try:
+            catalog.commit_table(
+                table,
+                (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
+                (SetSnapshotRefUpdate(ref_name=state.branch, type="branch", snapshot_id=staged.snapshot_id),
+                 RemoveSnapshotRefUpdate(ref_name=staged.stage)),
+            )
+            return True
+        except CommitFailedException:
+            return False
+        except UNKNOWN_OUTCOME as exc:
+            outcome = landed(catalog, state, staged)
+            if outcome is not None:
+                log.warning("table %s: the catalog's answer to publishing snapshot %d was lost (%s); the table says "
+                            "it %s", state.name, staged.snapshot_id, exc, "landed" if outcome else "did not land")
+                return outcome
+            if attempt == PUBLISH_ATTEMPTS:
+                raise
+            log.warning("table %s: publishing snapshot %d got no answer (%s) and did not land; publishing again",
+                        state.name, staged.snapshot_id, exc)
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def landed(catalog: Catalog, state: TableState, staged: Staged) -> bool | None:
+    """After a publish without an answer: True when the target branch holds the staged snapshot
+    (it landed, perhaps with commits of others on top), False when the branch moved to something
+    else (the caller re-plans), None when the branch did not move (it did not land)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    table = catalog.load_table(identifier(state.name))
+    ref = table.metadata.refs.get(state.branch)
+    head = ref.snapshot_id if ref is not None else None
+    if head == state.snapshot_id:
+        return None
+    current = table.metadata.snapshot_by_id(head) if head is not None else None
+    return any(s.snapshot_id == staged.snapshot_id for s in ancestors_of(current, table.metadata))
 
 
 def drop_stage(catalog: Catalog, table_name: str, stage: str) -> None:
