@@ -279,6 +279,14 @@ def test_cadence_freshness_and_lag(stack: Stack, run: Run) -> None:
     assert as_of_now["lag"].sum() == lag["lag"].sum()
 
 
+def test_pace_names_what_binds_the_commits() -> None:
+    frame = pd.DataFrame({"duration_ms": [400, 450, 5000, 420]})
+    assert viz.pace(frame, 1000) == {"cycle_s": 0.435, "interval_s": 1.0, "cycles": 4, "binds": "interval"}
+    assert viz.pace(frame, 300)["binds"] == "cycle"  # type: ignore[index]
+    assert viz.pace(frame.tail(2), 1000, last=1)["cycle_s"] == 0.42  # type: ignore[index]
+    assert viz.pace(frame.iloc[:0], 1000) is None
+
+
 def test_figures_draw_the_frames(stack: Stack, run: Run) -> None:
     fig = viz.plot_snapshots(run.snaps)
     by_name = {t.name: t for t in fig.data}
@@ -290,6 +298,10 @@ def test_figures_draw_the_frames(stack: Stack, run: Run) -> None:
 
     fig = viz.plot_cadence(viz.cadence(run.snaps), interval_ms=500)
     assert [s.y0 for s in fig.layout.shapes] == [0.5]
+    cycle_frame = viz.cycles(stack, sink=run.sink)
+    fig = viz.plot_cadence(viz.cadence(run.snaps), interval_ms=500, cycle_frame=cycle_frame)
+    took = next(t for t in fig.data if t.name == "cycle time")
+    assert list(took.y) == (cycle_frame["duration_ms"] / 1000).tolist() and len(took.y) == len(BATCHES)
 
     commit_frame = viz.commits(stack, sink=run.sink)
     cycle_frame = viz.cycles(stack, sink=run.sink)
@@ -359,12 +371,15 @@ def test_dashboard_refreshes_while_the_sink_runs(stack: Stack, unique: str) -> N
     assert all(t.y[-1] == 0 for t in lag)
     assert len(dash.frames["lag"]["at"].unique()) == len(lag[0].x) > 2  # sampled at every refresh
     assert f"{sink.status().cycles} cycles" in dash.header and "500 records" in dash.header
+    paced = viz.pace(dash.frames["cycles"], 500)
+    assert paced is not None and f"cycles take {paced['cycle_s']:.2f} s" in dash.header
+    assert any(t.name == "cycle time" for t in dash.figures["cadence"].data)
     static = dash.figure()
     assert len(static.data) == sum(len(f.data) for f in dash.figures.values())
     assert f"{sink.config.name}: STOPPED" in static.layout.title.text and "500 records" in static.layout.title.text
     # One legend entry per series, whichever panels draw it, in one colour.
     named = [t for t in static.data if t.showlegend]
-    assert sorted(t.name for t in named) == sorted([table, f"{unique}[0]", f"{unique}[1]"])
+    assert sorted(t.name for t in named) == sorted([table, f"{unique}[0]", f"{unique}[1]", "cycle time"])
     assert len({t.line.color for t in static.data if t.type == "scatter" and t.legendgroup == table
                 and t.line.color}) == 1
 

@@ -47,6 +47,7 @@ from sinklab.viz.frames import (
     load_table,
     maintenance_runs,
     metadata_history,
+    pace,
     record_times,
     refs,
     schemas,
@@ -62,7 +63,8 @@ render.use()
 __all__ = [
     "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log",
     "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness", "history", "lag_history",
-    "latency_percentiles", "load_table", "maintenance_runs", "metadata_history", "plot_cadence", "plot_counters",
+    "latency_percentiles", "load_table", "maintenance_runs", "metadata_history", "pace", "plot_cadence",
+    "plot_counters",
     "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_sankey",
     "plot_schemas", "plot_snapshots", "plot_table_growth", "plot_tradeoff", "plot_visibility", "record_times", "refs",
     "schemas", "snapshots", "steady", "table_record_times", "visibility", "wait_caught_up",

@@ -119,7 +119,7 @@ class Dashboard:
             self._version = version
             make = {
                 "snapshots": lambda: figures.plot_snapshots(snaps),
-                "cadence": lambda: figures.plot_cadence(self.frames["cadence"], interval),
+                "cadence": lambda: figures.plot_cadence(self.frames["cadence"], interval, cycle_frame=cycle_frame),
                 "freshness": lambda: figures.plot_freshness(self.frames["freshness"]),
                 "lag": lambda: figures.plot_lag(lag),
                 "files": lambda: figures.plot_files(snaps),
@@ -145,6 +145,11 @@ class Dashboard:
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
+        paced = frames.pace(self.frames["cycles"], self.config.commit_interval_ms) if self.frames else None
+        if paced:
+            parts.append(f"cycles take {paced['cycle_s']:.2f} s (median of the last {paced['cycles']}): "
+                         + ("the interval sets the pace" if paced["binds"] == "interval" else
+                            "longer than the interval, so each starts as the last ends"))
         runs = self.frames.get("maintenance") if self.frames else None
         if runs is not None and not runs.empty:
             latest = runs.iloc[-1]

@@ -88,9 +88,16 @@ def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.F
 
 
 def plot_cadence(cad: pd.DataFrame, interval_ms: int | None = None,
-                 title: str = "Commit cadence: time between commits") -> go.Figure:
-    """Each gap between two commits of a table, against the configured commit interval (dashed)."""
+                 title: str = "Commit cadence: time between commits", cycle_frame: pd.DataFrame | None = None,
+                 ) -> go.Figure:
+    """Each gap between two commits of a table, against the configured commit interval (dashed). With
+    ``cycle_frame``, each cycle's own time too (gray bars): under the line, the interval sets the pace;
+    at or above it, the cycle does."""
     fig = _figure(title, "commit visible at (UTC)", "time since the previous commit (s)")
+    if cycle_frame is not None and not cycle_frame.empty:
+        fig.add_trace(go.Bar(x=cycle_frame["completed_at"], y=cycle_frame["duration_ms"] / 1000, name="cycle time",
+                             marker={"color": "lightgray"}, customdata=cycle_frame["read"],
+                             hovertemplate="cycle of %{customdata:,} records: %{y:.2f} s<extra></extra>"))
     palette = colors(series(cad))
     for table, group in cad.groupby(series(cad), sort=True):
         fig.add_trace(go.Scatter(

@@ -480,6 +480,19 @@ def cadence(snaps: pd.DataFrame, interval_ms: int | None = None, sink: str | Non
     return out
 
 
+def pace(cycle_frame: pd.DataFrame, interval_ms: int, last: int = 10) -> dict[str, Any] | None:
+    """What sets the pace of the recent commits: the ``interval`` (cycles end within it, the sink
+    waits out the rest) or the ``cycle`` (a cycle outlasts the interval, and the next one starts at
+    once with what arrived meanwhile). None before the first cycle."""
+    recent = cycle_frame.tail(last)
+    if recent.empty:
+        return None
+    cycle_s = float(recent["duration_ms"].median()) / 1000
+    interval_s = interval_ms / 1000
+    return {"cycle_s": cycle_s, "interval_s": interval_s, "cycles": len(recent),
+            "binds": "cycle" if cycle_s >= interval_s else "interval"}
+
+
 def freshness(snaps: pd.DataFrame, now: pd.Timestamp | None = None, sink: str | None = None) -> pd.DataFrame:
     """How stale each table is over time: ``now − VTTS`` of the newest visible commit.
 
