@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import decimal
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
@@ -262,12 +263,17 @@ def with_payload(prepared: DataFrame) -> DataFrame:
     return prepared.withColumn(PAYLOAD, utf8_text(F.col("value")))
 
 
-def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
-            whole_value: str | None = None) -> DataFrame:
-    """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR.
+@dataclass(frozen=True)
+class RowColumns:
+    """``to_rows``'s expressions for one table schema. Built once, they serve every cycle that writes
+    that schema: building them is some thousand py4j round trips (~50 ms of a one-record cycle,
+    measured), using them a few."""
 
-    A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
-    ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
+    computed: dict[str, Column]
+    select: list[Column]
+
+
+def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_value: str | None = None) -> RowColumns:
     if case_insensitive:
         parsed = F.transform_keys(F.from_json("_payload", T.MapType(T.StringType(), T.StringType())),
                                   lambda k, _: F.lower(k))
@@ -298,8 +304,19 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
                                  F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
     joined = F.concat_ws("; ", *errors)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
-    return parse_once(records, computed).select(*values, *META, "key", "value", "headers", OP,
-                                              F.when(joined != "", joined).alias(ERROR))
+    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
+                                 F.when(joined != "", joined).alias(ERROR)])
+
+
+def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
+            whole_value: str | None = None, columns: RowColumns | None = None) -> DataFrame:
+    """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR;
+    ``columns`` are ``row_columns`` of the same arguments, when kept from an earlier cycle.
+
+    A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
+    ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
+    columns = columns or row_columns(schema, case_insensitive, whole_value)
+    return parse_once(records, columns.computed).select(*columns.select)
 
 
 def variant_path(name: str) -> str:

@@ -4,6 +4,16 @@ A cycle reads [start, end) of every source partition, stages each table's rows o
 branch, opens the Kafka transaction with a ``commit-start`` event (a fenced zombie fails here,
 before touching any table), publishes each table by compare-and-swap, then commits the group
 offsets and a ``commit-complete`` event in the same transaction.
+
+The records take one pass when nothing must be known of them before the write (``_one_pass``):
+one Spark job per table reads, converts and writes, and what the cycle reports of its records is
+observed on the way. When the pass meets what needs a look first (a writer schema new to the sink,
+a field new to a table with evolution on), its stages are dropped and the cycle reads the same
+offset ranges again, looking before it writes (``_two_passes``); so do cycles that auto-create,
+route dynamically or write row-level changes. Either way nothing reaches a table before the fence.
+
+A publish whose answer is lost is never sent blindly again: the table says whether it landed
+(``write.publish``), and the compare-and-swap keeps a second attempt from landing twice.
 """
 
 from __future__ import annotations
@@ -31,7 +41,9 @@ from sinklab.sink.convert import (
     SCHEMA_ID,
     BadRows,
     Observed,
+    RowColumns,
     prepare,
+    row_columns,
     to_rows,
     with_operation,
     with_payload,
@@ -176,6 +188,7 @@ class Coordinator:
         if config.dlq_topic:
             self._ensure_topic(config.dlq_topic)
         self._recovered: set[str] = set()
+        self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
         self.last_plan: Plan | None = None
         self.framed = _decoder(config.value_registry, "value")
         self.framed_key = _decoder(config.key_registry, "key")
@@ -311,7 +324,12 @@ class Coordinator:
         """
         plan = cycle.plan
         lagging = [tp for tp, end in plan.ends.items() if end < plan.highs[tp]]
-        stats = Observed(self._prepare(raw), *self._stat_metrics(lagging))
+        # Fanned out, the first table's write caches the prepared records for the others: reading and
+        # preparing them once per table cost 2.3x (measured, 3 tables).
+        fanned_out = len(configured) > 1
+        prepared = self._prepare(raw, cached=fanned_out)
+        cycle.cached = prepared if fanned_out else None
+        stats = Observed(prepared, *self._stat_metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
         checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
@@ -324,6 +342,10 @@ class Coordinator:
                 self._stage_into(cycle, name)
         except _TwoPasses:
             self._forget_unpublished(cycle)
+            cycle.staged.clear()
+            if cycle.cached is not None:
+                cycle.cached.unpersist()
+                cycle.cached = None
             return False
         seen = stats.result()
         # No write ran (every table already holds these records: a restart after the publish) or the
@@ -333,6 +355,9 @@ class Coordinator:
         if retry:
             self._forget_unpublished(cycle)
             cycle.staged.clear()
+            if cycle.cached is not None:
+                cycle.cached.unpersist()
+                cycle.cached = None
             return False
         assert seen is not None
         cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0))
@@ -553,7 +578,10 @@ class Coordinator:
                 self.config.schema_case_insensitive, self.config.schema_force_optional, self.config.variant_columns):
             schema = self.spark.table(target).schema
             state = self._load(state.name)
-        rows = to_rows(records, schema, self.config.schema_case_insensitive, whole)
+        key = (schema.json(), self.config.schema_case_insensitive, whole)
+        if key not in self._row_columns:
+            self._row_columns[key] = row_columns(schema, self.config.schema_case_insensitive, whole)
+        rows = to_rows(records, schema, self.config.schema_case_insensitive, whole, self._row_columns[key])
         checked: BadRows | None = None
         if self.config.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
