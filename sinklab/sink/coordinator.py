@@ -341,24 +341,14 @@ class Coordinator:
                 checks[name] = (converted, fields)
                 self._stage_into(cycle, name)
         except _TwoPasses:
-            self._forget_unpublished(cycle)
-            cycle.staged.clear()
-            if cycle.cached is not None:
-                cycle.cached.unpersist()
-                cycle.cached = None
-            return False
+            return self._abandon(cycle)
         seen = stats.result()
         # No write ran (every table already holds these records: a restart after the publish) or the
         # records need a second look: what the one pass wrote goes, and the cycle takes two passes.
         retry = seen is None or self._learn({d.side: set(seen[f"{d.side}_ids"]) for d in self.decoders}) or any(
             fields is not None and (fields.result() or {}).get("new_fields") for _, fields in checks.values())
         if retry:
-            self._forget_unpublished(cycle)
-            cycle.staged.clear()
-            if cycle.cached is not None:
-                cycle.cached.unpersist()
-                cycle.cached = None
-            return False
+            return self._abandon(cycle)
         assert seen is not None
         cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0))
         cycle.vtts = self._vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
@@ -370,6 +360,17 @@ class Coordinator:
             if converted is not None and converted.counted() != 0:
                 self._bad(cycle, converted.bad(), name)
         return True
+
+    def _abandon(self, cycle: Cycle) -> bool:
+        """Undo a one pass that cannot stand: its stages dropped, its tables and cache forgotten."""
+        self._forget_unpublished(cycle)
+        cycle.staged.clear()
+        cycle.states.clear()
+        cycle.rows.clear()
+        if cycle.cached is not None:
+            cycle.cached.unpersist()
+            cycle.cached = None
+        return False
 
     def _stat_metrics(self, lagging: list[tuple[str, int]]) -> list[Column]:
         """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
