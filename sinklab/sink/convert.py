@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import decimal
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -350,11 +351,18 @@ class Observed:
         self._observation = Observation()
         self.df = df.observe(self._observation, *metrics)
 
-    def result(self) -> dict[str, Any] | None:
-        """The metrics; None when no action has reported them. Never blocks, unlike
-        ``Observation.get``, which waits forever for an action that did not run."""
+    def result(self, wait_s: float = 0.0) -> dict[str, Any] | None:
+        """The metrics; None when no action reported them within ``wait_s``. Spark hands them over
+        from its listener bus, a moment after the action returns: a caller that knows an action ran
+        waits for them. Never blocks for good, unlike ``Observation.get``, which waits forever for
+        an action that did not run."""
         future = self._observation._jo.future()  # type: ignore[union-attr]
-        if not future.isCompleted() or not future.value().get().isSuccess():
+        deadline = time.monotonic() + wait_s
+        while not future.isCompleted():
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.002)
+        if not future.value().get().isSuccess():
             return None
         return self._observation.get
 
@@ -368,9 +376,9 @@ class BadRows(Observed):
         super().__init__(rows, F.count(F.col(ERROR)).alias("bad"))
         self.source = rows
 
-    def counted(self) -> int | None:
-        """How many bad rows the action saw; None when none has reported."""
-        result = self.result()
+    def counted(self, wait_s: float = 0.0) -> int | None:
+        """How many bad rows the action saw; None when none reported within ``wait_s``."""
+        result = self.result(wait_s)
         return None if result is None else int(result["bad"])
 
     def bad(self) -> DataFrame:

@@ -99,6 +99,9 @@ log = logging.getLogger("sinklab.sink")
 CRASH_ENV = "SINKLAB_CRASH_AT"
 CRASH_POINTS = ("after-data-files", "between-table-commits", "after-table-commits", "inside-kafka-transaction")
 MAX_REPLANS = 5
+# How long a cycle waits for the metrics a write it ran observed (they come from Spark's listener
+# bus, usually within milliseconds); past it, the cycle assumes the worst (two passes, a bad-row lookup).
+OBSERVED_WAIT_S = 30.0
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
@@ -136,6 +139,7 @@ class Cycle:
     staged: dict[str, Staged] = field(default_factory=dict)
     published: dict[str, Staged] = field(default_factory=dict)
     cached: DataFrame | None = None  # the prepared records, when the cycle takes two passes
+    wrote: set[str] = field(default_factory=set)  # tables whose write ran (their observations will report)
     passes: int = 1
 
     @property
@@ -342,11 +346,18 @@ class Coordinator:
                 self._stage_into(cycle, name)
         except _TwoPasses:
             return self._abandon(cycle)
-        seen = stats.result()
+        seen = stats.result(OBSERVED_WAIT_S if cycle.wrote else 0.0)
+
+        def new_fields(name: str, fields: Observed | None) -> bool:
+            if fields is None or name not in cycle.wrote:
+                return False
+            found = fields.result(OBSERVED_WAIT_S)
+            return found is None or bool(found["new_fields"])  # not reported: assume there are
+
         # No write ran (every table already holds these records: a restart after the publish) or the
         # records need a second look: what the one pass wrote goes, and the cycle takes two passes.
         retry = seen is None or self._learn({d.side: set(seen[f"{d.side}_ids"]) for d in self.decoders}) or any(
-            fields is not None and (fields.result() or {}).get("new_fields") for _, fields in checks.values())
+            new_fields(name, fields) for name, (_, fields) in checks.items())
         if retry:
             return self._abandon(cycle)
         assert seen is not None
@@ -357,7 +368,7 @@ class Coordinator:
         if self.config.route_field and seen["nowhere"]:
             self._nowhere(cycle, good, list(configured), int(seen["nowhere"]))
         for name, (converted, _) in checks.items():
-            if converted is not None and converted.counted() != 0:
+            if converted is not None and converted.counted(OBSERVED_WAIT_S if name in cycle.wrote else 0.0) != 0:
                 self._bad(cycle, converted.bad(), name)
         return True
 
@@ -367,6 +378,7 @@ class Coordinator:
         cycle.staged.clear()
         cycle.states.clear()
         cycle.rows.clear()
+        cycle.wrote.clear()
         if cycle.cached is not None:
             cycle.cached.unpersist()
             cycle.cached = None
@@ -417,7 +429,7 @@ class Coordinator:
                 cycle, states[name], route.records_for(self.config, good, name))
             self._stage_into(cycle, name)
             # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
-            if converted is not None and converted.counted() != 0:
+            if converted is not None and converted.counted(OBSERVED_WAIT_S if name in cycle.wrote else 0.0) != 0:
                 self._bad(cycle, converted.bad(), name)
 
     def _stage_into(self, cycle: Cycle, name: str) -> None:
@@ -597,6 +609,7 @@ class Coordinator:
         fresh = route.not_yet_recorded(rows, state.offsets, cycle.ranges)
         if fresh is None:
             return None
+        cycle.wrote.add(state.name)
         properties = {
             SINK_PROP: self.config.name,
             COMMIT_ID_PROP: cycle.commit_id,
