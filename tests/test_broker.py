@@ -92,3 +92,33 @@ def test_a_cluster_id_starting_with_a_dash_formats(tmp_path: Path, monkeypatch: 
     b.config_path.write_text("".join(f"{k}={v}\n" for k, v in b.properties().items()))
     b._format(broker.jars.classpath(broker.jars.KAFKA))
     assert "cluster.id=-AbCdEfGhIjKlMnOpQrStU" in (b.data_dir / "meta.properties").read_text()
+
+
+def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may offer a just-closed port again: the broker once got one for its listener and
+    its controller both."""
+    import socket
+
+    from sinklab.stack import process
+
+    offered = iter([40001, 40001, 40001, 40002])
+
+    class Probe:
+        def __init__(self, *args: object) -> None:
+            self.port = next(offered)
+
+        def __enter__(self) -> Probe:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def bind(self, address: tuple[str, int]) -> None:
+            assert address == (process.LOOPBACK, 0)
+
+        def getsockname(self) -> tuple[str, int]:
+            return (process.LOOPBACK, self.port)
+
+    monkeypatch.setattr(process, "_handed_out", set())
+    monkeypatch.setattr(socket, "socket", Probe)
+    assert [process.free_port(), process.free_port()] == [40001, 40002]

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,10 +19,22 @@ class ProcessError(RuntimeError):
     """A managed process did not start, or died while it was needed."""
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    """A port free now, and never one this process handed out before: the kernel may offer a port
+    again as soon as its probe socket closes, and a broker once got it for its listener and its
+    controller both (the suite, on CI)."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((LOOPBACK, 0))
+                port = int(sock.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def port_free(port: int) -> bool:
