@@ -211,6 +211,19 @@ def test_routes_shapes_and_errors(tmp_path: Path) -> None:
         assert status == 201 and info["type"] == "sink" and info["config"]["tasks.max"] == "2"
         assert api.handle("POST", "/connectors", {"name": "x", "config": connector_config()})[0] == 409
         assert api.handle("PUT", "/connectors/x/config", connector_config())[0] == 200
+        # KIP-477: a PATCH changes the keys it names; a null removes one.
+        status, info = api.handle("PATCH", "/connectors/x/config", {"tasks.max": 1, "errors.log.enable": "true"})
+        assert status == 200 and info["config"]["tasks.max"] == "1" and info["config"]["topics"] == "t"
+        status, info = api.handle("PATCH", "/connectors/x/config", {"errors.log.enable": None})
+        assert status == 200 and "errors.log.enable" not in info["config"] and info["config"]["tasks.max"] == "1"
+        assert api.handle("GET", "/connectors/x/config", None)[1] == info["config"]
+        assert api.handle("PATCH", "/connectors/x/config", {"errors.tolerance": "some"})[0] == 400
+        assert api.handle("PATCH", "/connectors/x/config", ["tasks.max"])[0] == 400
+        assert api.handle("PATCH", "/connectors/nope/config", {"tasks.max": 1})[0] == 404
+        assert api.handle("PUT", "/connectors/x/config", connector_config())[0] == 200
+        # KIP-1017's health probe.
+        assert api.handle("GET", "/health", None) == (200, {
+            "status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
         assert api.handle("PATCH", "/connectors/x/status", None)[0] == 405
         assert api.handle("GET", "/connectors/x/tasks/2/status", None)[0] == 404
         assert api.handle("GET", "/connectors/x/tasks", None)[1][1]["id"] == {"connector": "x", "task": 1}
@@ -231,6 +244,8 @@ def test_routes_shapes_and_errors(tmp_path: Path) -> None:
         assert api.handle("GET", "/connectors", None) == (200, [])
     finally:
         herder.close()
+    status, body = api.handle("GET", "/health", None)
+    assert status == 503 and body["status"] == "starting"  # a closed worker serves no requests
 
 
 def test_apply_plan_from_a_folder(tmp_path: Path) -> None:

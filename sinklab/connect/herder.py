@@ -305,8 +305,13 @@ class Herder:
     def _save(self) -> None:
         self.store.save({name: c.stored() for name, c in self._connectors.items()})
 
+    @property
+    def ready(self) -> bool:
+        """Serving requests: started, and not stopping."""
+        return self._ready
+
     def _writable(self) -> None:
-        if not self._ready:
+        if not self.ready:
             # Connect's answer while its worker group rebalances.
             raise Conflict("Cannot complete request momentarily due to no known leader URL, likely because a "
                            "rebalance is underway: the server is starting or stopping")

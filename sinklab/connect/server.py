@@ -78,6 +78,7 @@ class ConnectApi:
         name = r"(?P<name>[^/]+)"
         self.routes: list[Route] = [
             ("GET", re.compile(r"/"), self.root),
+            ("GET", re.compile(r"/health/?"), self.health),
             ("GET", re.compile(r"/connector-plugins/?"), self.plugins),
             ("PUT", re.compile(r"/connector-plugins/(?P<plugin>[^/]+)/config/validate/?"), self.validate_config),
             ("GET", re.compile(r"/connectors/?"), self.list),
@@ -86,6 +87,7 @@ class ConnectApi:
             ("DELETE", re.compile(rf"/connectors/{name}/?"), self.delete),
             ("GET", re.compile(rf"/connectors/{name}/config/?"), self.get_config),
             ("PUT", re.compile(rf"/connectors/{name}/config/?"), self.put_config),
+            ("PATCH", re.compile(rf"/connectors/{name}/config/?"), self.patch_config),
             ("GET", re.compile(rf"/connectors/{name}/status/?"), self.status),
             ("GET", re.compile(rf"/connectors/{name}/tasks/?"), self.tasks),
             ("GET", re.compile(rf"/connectors/{name}/tasks/(?P<task>\d+)/status/?"), self.task_status),
@@ -131,6 +133,14 @@ class ConnectApi:
     def root(self, **_: Any) -> Response:
         return 200, {"version": KAFKA_VERSION, "commit": f"sinklab-{SINKLAB_VERSION}",
                      "kafka_cluster_id": self._cluster_id()}
+
+    def health(self, **_: Any) -> Response:
+        """KIP-1017's probe: 200 once the worker serves requests, 503 while it starts or stops."""
+        if self.herder.ready:
+            return 200, {"status": "healthy",
+                         "message": "Worker has completed startup and is ready to handle requests."}
+        return 503, {"status": "starting", "message": "Worker is still starting up (or stopping): its connectors are "
+                                                     "being read from the config store."}
 
     def get_logger(self, logger: str, **_: Any) -> Response:
         return 200, loggers.get_level(logger)
@@ -191,6 +201,15 @@ class ConnectApi:
 
     def get_config(self, name: str, **_: Any) -> Response:
         return 200, dict(self.herder.get(name).config)
+
+    def patch_config(self, name: str, body: Any, **_: Any) -> Response:
+        """KIP-477: change some keys of an existing connector (a null value removes the key); the
+        sink restarts on the merged config, as after a PUT. 200 with the connector's info."""
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object of the config keys to change (null removes one)")
+        merged = {**self.herder.get(name).config, **body}
+        self.herder.put_config(name, {key: value for key, value in merged.items() if value is not None})
+        return 200, self.herder.info(name)
 
     def put_config(self, name: str, body: Any, **_: Any) -> Response:
         if isinstance(body, dict) and isinstance(body.get("config"), dict) and set(body) <= {"name", "config"}:

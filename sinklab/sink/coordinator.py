@@ -375,6 +375,8 @@ class Coordinator:
     def _abandon(self, cycle: Cycle) -> bool:
         """Undo a one pass that cannot stand: its stages dropped, its tables and cache forgotten."""
         self._forget_unpublished(cycle)
+        for name in cycle.wrote:
+            self._reload(cycle.states[name])
         cycle.staged.clear()
         cycle.states.clear()
         cycle.rows.clear()
@@ -633,8 +635,7 @@ class Coordinator:
                 log.warning("table %s: a concurrent commit (maintenance, another sink) took the sequence number of "
                             "this cycle's staged write; writing it again", state.name)
                 self._forget_stage(state.name, stage)
-                # The loaded table still lists the dropped stage: branching again from it would assert the stage.
-                state.table = self.catalog.load_table(identifier(state.name))
+                self._reload(state)
         if staged.records == 0 and not staged.delete_files:
             self._forget_stage(state.name, staged.stage)
             return None
@@ -686,6 +687,10 @@ class Coordinator:
                 return None  # everything this cycle read is already in the table
             staged = restaged
         raise RuntimeError(f"table {state.name}: gave up after {MAX_REPLANS} concurrent changes while committing")
+
+    def _reload(self, state: TableState) -> None:
+        # The loaded table still lists a dropped stage: branching again from it would assert the stage.
+        state.table = self.catalog.load_table(identifier(state.name))
 
     def _forget_stage(self, table: str, stage: str) -> None:
         try:
