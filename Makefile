@@ -4,12 +4,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS_STAMP := $(VENV)/.jars
+REGISTRY_STAMP := $(VENV)/.schema-registry
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
-.PHONY: setup java tools test lint demo notebooks lab bench clean
+.PHONY: setup setup-all java tools test lint demo notebooks lab bench clean
 
+# What the demo needs; setup-all adds the schema registry, built from its jars (the tests start one).
 setup: $(STAMP) java $(JARS_STAMP)
+
+setup-all: setup $(REGISTRY_STAMP)
 
 # The kernelspec `sinklab` (inside the venv) runs the notebooks on this venv's python, whatever other
 # Jupyter kernels the machine has.
@@ -26,6 +30,10 @@ $(STAMP): pyproject.toml
 $(JARS_STAMP): $(STAMP) sinklab/stack/jars.py | java
 	$(VENV)/bin/sinklab jars fetch
 	@touch $(JARS_STAMP)
+
+$(REGISTRY_STAMP): $(JARS_STAMP) sinklab/stack/registry_build.py
+	$(VENV)/bin/sinklab jars fetch schema-registry
+	@touch $(REGISTRY_STAMP)
 
 # Spark 4.1 needs Java 17+; install the Debian JRE where it is missing and apt exists.
 java:
@@ -55,7 +63,7 @@ tools:
 lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
-test: setup lint tools
+test: setup-all lint tools
 	$(VENV)/bin/pytest -q
 
 demo: setup

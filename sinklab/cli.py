@@ -470,8 +470,8 @@ def cmd_jars_fetch(args: argparse.Namespace) -> int:
     unknown = [p for p in args.parts if p not in known and p != REGISTRY_PART]
     if unknown:
         raise CliError(f"no part {', '.join(unknown)}; the parts are {', '.join([*known, REGISTRY_PART])}")
-    # No names: the stack's parts only (the schema registry's jar too); the bench's peer is fetched
-    # when named (or by the bench).
+    # No names: the stack's parts only. The schema registry is built when named, or when a stack first
+    # starts one (a minute and more the demo never uses); the bench's peer when named, or by the bench.
     parts = [known[p] for p in args.parts if p != REGISTRY_PART] if args.parts else list(jars.PARTS.values())
     for part in parts:
         started = time.monotonic()
@@ -479,7 +479,7 @@ def cmd_jars_fetch(args: argparse.Namespace) -> int:
         size = sum(j.stat().st_size for j in found) / 1e6
         print(f"{part.name:14s} {len(found):3d} jars {size:6.1f} MB  {', '.join(part.coordinates)}"
               f"  ({time.monotonic() - started:.1f}s)")
-    if not args.parts or REGISTRY_PART in args.parts:
+    if REGISTRY_PART in args.parts:
         started = time.monotonic()
         runner = registry_build.runner_jar()
         size = sum(f.stat().st_size for f in runner.parent.rglob("*.jar")) / 1e6

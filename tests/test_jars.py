@@ -113,3 +113,30 @@ def test_two_processes_wanting_the_registry_build_it_once(tmp_path: Path, monkey
     for t in threads:
         t.join(10)
     assert len(builds) == 1 and found == [builds[0] / registry_build.RUNNER] * 2
+
+
+def test_fetch_without_names_leaves_the_schema_registry_to_its_first_use(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make setup` (and so `make demo`) fetches the stack's parts; building the registry, a minute and
+    more the demo never uses, is left to a stack that starts one, `make setup-all` and `make test`."""
+    import argparse
+
+    from sinklab import cli
+    from sinklab.stack import registry_build
+
+    fetched: list[str] = []
+    built: list[bool] = []
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"x")
+    runner = tmp_path / "schema-registry" / "runner.jar"
+    runner.parent.mkdir()
+    runner.write_bytes(b"x")
+    monkeypatch.setattr(jars, "jars", lambda part: fetched.append(part.name) or [jar])
+    monkeypatch.setattr(registry_build, "runner_jar", lambda: built.append(True) or runner)
+
+    assert cli.cmd_jars_fetch(argparse.Namespace(parts=[])) == 0
+    assert fetched == list(jars.PARTS) and not built
+    fetched.clear()
+    assert cli.cmd_jars_fetch(argparse.Namespace(parts=["schema-registry"])) == 0
+    assert fetched == [] and built == [True]
+    assert "schema-registry" in capsys.readouterr().out
