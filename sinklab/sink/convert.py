@@ -342,8 +342,7 @@ def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
 
 class Observed:
     """A DataFrame (``df``) whose ``metrics`` (aggregates) the next action that runs it computes on the
-    way, with no job of their own. Filters above it are not pushed below an observation: they see
-    every row."""
+    way, with no job of their own. Filters above it are not pushed below it: it sees every row."""
 
     def __init__(self, df: DataFrame, *metrics: Column):
         from pyspark.sql import Observation
@@ -362,7 +361,10 @@ class Observed:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.002)
-        if not future.value().get().isSuccess():
+        outcome = future.value().get()
+        # Empty when Spark optimized the observed plan away (a table whose route takes nothing): no
+        # figures, whatever the action did.
+        if not outcome.isSuccess() or outcome.get().size() == 0:
             return None
         return self._observation.get
 

@@ -339,6 +339,10 @@ class Coordinator:
         checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
         try:
             for name, state in configured.items():
+                if self.config.route_field and name not in self.config.route_regex:
+                    # Takes nothing (as in the Java sink). Its write would be a plan Spark optimizes away,
+                    # and that empties the cycle's observation too, which is in the plan.
+                    continue
                 state, cycle.rows[name], converted, fields = self._rows(
                     cycle, state, route.records_for(self.config, good, name), one_pass=True)
                 cycle.states[name] = state
