@@ -146,6 +146,12 @@ class Cycle:
     def ranges(self) -> list[tuple[str, int, int, int]]:
         return [(r.topic, r.partition, r.start, r.end) for r in self.plan.ranges]
 
+    def wait_s(self, table: str | None = None) -> float:
+        """How long to wait for the metrics observed by ``table``'s write (by any, without one):
+        only a write that ran reports them."""
+        ran = table in self.wrote if table is not None else bool(self.wrote)
+        return OBSERVED_WAIT_S if ran else 0.0
+
 
 class _TwoPasses(Exception):  # noqa: N818 - control flow, never leaves the coordinator
     """A table's records need a look before its write that one pass cannot give."""
@@ -339,9 +345,9 @@ class Coordinator:
         checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
         try:
             for name, state in configured.items():
-                if self.config.route_field and name not in self.config.route_regex:
-                    # Takes nothing (as in the Java sink). Its write would be a plan Spark optimizes away,
-                    # and that empties the cycle's observation too, which is in the plan.
+                if route.takes_nothing(self.config, name):
+                    # Its write would be a plan Spark optimizes away, and that empties the cycle's
+                    # observation too, which is in the plan.
                     continue
                 state, cycle.rows[name], converted, fields = self._rows(
                     cycle, state, route.records_for(self.config, good, name), one_pass=True)
@@ -350,12 +356,12 @@ class Coordinator:
                 self._stage_into(cycle, name)
         except _TwoPasses:
             return self._abandon(cycle)
-        seen = stats.result(OBSERVED_WAIT_S if cycle.wrote else 0.0)
+        seen = stats.result(cycle.wait_s())
 
         def new_fields(name: str, fields: Observed | None) -> bool:
             if fields is None or name not in cycle.wrote:
                 return False
-            found = fields.result(OBSERVED_WAIT_S)
+            found = fields.result(cycle.wait_s(name))
             return found is None or bool(found["new_fields"])  # not reported: assume there are
 
         # No write ran (every table already holds these records: a restart after the publish) or the
@@ -372,8 +378,7 @@ class Coordinator:
         if self.config.route_field and seen["nowhere"]:
             self._nowhere(cycle, good, list(configured), int(seen["nowhere"]))
         for name, (converted, _) in checks.items():
-            if converted is not None and converted.counted(OBSERVED_WAIT_S if name in cycle.wrote else 0.0) != 0:
-                self._bad(cycle, converted.bad(), name)
+            self._bad_rows(cycle, name, converted)
         return True
 
     def _abandon(self, cycle: Cycle) -> bool:
@@ -434,9 +439,12 @@ class Coordinator:
             cycle.states[name], cycle.rows[name], converted, _ = self._rows(
                 cycle, states[name], route.records_for(self.config, good, name))
             self._stage_into(cycle, name)
-            # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
-            if converted is not None and converted.counted(OBSERVED_WAIT_S if name in cycle.wrote else 0.0) != 0:
-                self._bad(cycle, converted.bad(), name)
+            self._bad_rows(cycle, name, converted)
+
+    def _bad_rows(self, cycle: Cycle, name: str, converted: BadRows | None) -> None:
+        # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
+        if converted is not None and converted.counted(cycle.wait_s(name)) != 0:
+            self._bad(cycle, converted.bad(), name)
 
     def _stage_into(self, cycle: Cycle, name: str) -> None:
         result = self._stage(cycle, cycle.states[name], cycle.rows[name])

@@ -19,14 +19,18 @@ if TYPE_CHECKING:
 TABLE_NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
 
 
+def takes_nothing(config: SinkConfig, table: str) -> bool:
+    """As in the Java sink: under static routing, a table without a route regex takes no record."""
+    return bool(config.route_field) and not config.dynamic_enabled and table not in config.route_regex
+
+
 def table_condition(config: SinkConfig, table: str) -> Column:
     """Records of ``table`` under static routing: every record without a route field."""
     if not config.route_field:
         return F.lit(True)
-    regex = config.route_regex.get(table)
-    if regex is None:
-        return F.lit(False)  # as in the Java sink: a table without a route regex takes nothing
-    return F.col(ROUTE).isNotNull() & F.col(ROUTE).rlike(f"^(?:{regex})$")
+    if takes_nothing(config, table):
+        return F.lit(False)
+    return F.col(ROUTE).isNotNull() & F.col(ROUTE).rlike(f"^(?:{config.route_regex[table]})$")
 
 
 def route_counts(config: SinkConfig, records: DataFrame) -> tuple[dict[str, int], int]:
