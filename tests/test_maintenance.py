@@ -19,7 +19,6 @@ from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
 from sinklab.sink import IcebergSink, read_control_log
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.sink.tables import OFFSETS_PROP
-from sinklab.sink.write import STAGE_PREFIX
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -69,12 +68,12 @@ def test_maintain_beside_a_sink_that_is_killed_and_restarted(stack: Stack, stack
     config_file = tmp_path / "sink.json"
     config_file.write_text(json.dumps(config))
 
-    # A cycle killed after writing its files: a staging branch, a staged snapshot and files no commit will use.
+    # A cycle killed after writing its files: data files no commit will use.
     produced = produce(stack, unique, 20, seed=100)
     crashed = run_cli("sink", "run", "--config", str(config_file), "--stack", str(stack_file), "--once",
                       env={coordinator_module.CRASH_ENV: "after-data-files"})
     assert crashed.returncode == 86, crashed.stderr[-2000:]
-    assert any(n.startswith(STAGE_PREFIX) for n in stack.catalog.load_table((unique, "pizzas")).metadata.refs)
+    assert files_on_disk(stack, table) - referenced_files(stack, table), "the killed cycle wrote no files"
 
     # The sink restarted, committing every 300 ms while records arrive: the small-files problem, then
     # maintenance in the middle of it.
@@ -244,31 +243,32 @@ def test_cli_names_a_missing_table_and_a_bad_age(stack_file: Path) -> None:
     assert bad.returncode == 1 and "--older-than: expected a duration" in bad.stderr
 
 
-def test_a_staged_write_whose_sequence_number_was_taken_is_written_again(
+def test_a_publish_whose_sequence_number_was_taken_is_written_again(
         stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     table = f"{unique}.pizzas"
     stack.create_topic(unique)
     produced = produce(stack, unique, 20, seed=1)
     sink = IcebergSink(stack, sink_config(unique))
-    real_write = coordinator_module.write_staged
+    real_publish = coordinator_module.publish
     raced: list[int] = []
 
-    def maintenance_took_the_sequence_number(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        staged = real_write(*args, **kwargs)
-        if not raced:  # as Apache's REST server answers when a commit on another branch came first
+    def another_branch_commits_first(catalog, state, staged):  # noqa: ANN001, ANN202 - the publish signature
+        if not raced:  # main does not move, but the sequence number the snapshot was built with is taken
             raced.append(staged.snapshot_id)
-            raise RuntimeError("BadRequestException: Malformed request: Cannot add snapshot with sequence number 7 "
-                               "older than last sequence number 7")
-        return staged
+            stack.spark.sql(f"INSERT INTO sinklab.{table}.branch_audit SELECT * FROM sinklab.{table} LIMIT 1")
+        return real_publish(catalog, state, staged)
 
     try:
         assert sink.run_once() is not None  # the table exists: the race is on its second cycle
+        stack.spark.sql(f"ALTER TABLE sinklab.{table} CREATE BRANCH audit")
         produced += produce(stack, unique, 20, seed=2)
-        monkeypatch.setattr(coordinator_module, "write_staged", maintenance_took_the_sequence_number)
+        monkeypatch.setattr(coordinator_module, "publish", another_branch_commits_first)
         with caplog.at_level(logging.WARNING, logger="sinklab.sink"):
             assert sink.run_once().records == 20
     finally:
         sink.stop()
     assert any("writing it again" in r.getMessage() for r in caplog.records)
     assert_exactly_once(stack, table, produced)
-    assert not [n for n in stack.catalog.load_table((unique, "pizzas")).metadata.refs if n.startswith(STAGE_PREFIX)]
+    metadata = stack.catalog.load_table((unique, "pizzas")).metadata
+    assert metadata.snapshot_by_id(raced[0]) is None, "the refused snapshot is in the table"
+    assert files_on_disk(stack, table) <= referenced_files(stack, table), "the refused write's files were left"

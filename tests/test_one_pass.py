@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import requests
@@ -34,8 +35,11 @@ def test_each_trigger_of_two_passes_mid_stream_keeps_every_record_once(stack: St
         assert created is not None and created.passes == 2  # auto-create looks first
 
         usual = produce(stack, unique, 100, seed=2)
+        before = metadata_files(stack, table)
         result = sink.run_once()
         assert result is not None and result.passes == 1 and result.records == 100
+        # One catalog commit for the cycle: Iceberg writes one metadata file per commit.
+        assert len(metadata_files(stack, table) - before) == 1
 
         # A field the table lacks, with evolution on: the one pass notices it, and the cycle reads again.
         newer = produce(stack, unique, 50, seed=3)
@@ -65,6 +69,11 @@ def test_each_trigger_of_two_passes_mid_stream_keeps_every_record_once(stack: St
     assert sorted(order_ids(stack, table)) == sorted(after)
 
 
+def metadata_files(stack: Stack, table: str) -> set[Path]:
+    location = stack.catalog.load_table(tuple(table.split("."))).location()
+    return set((Path(location.removeprefix("file:")) / "metadata").glob("*.metadata.json"))
+
+
 @contextmanager
 def answers_lost(stack: Stack, match: Callable[[requests.PreparedRequest], bool], reach_server: bool,
                  times: int = 1) -> Iterator[list[str]]:
@@ -92,7 +101,7 @@ def answers_lost(stack: Stack, match: Callable[[requests.PreparedRequest], bool]
 
 def is_publish(request: requests.PreparedRequest) -> bool:
     body = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
-    return request.method == "POST" and '"remove-snapshot-ref"' in body and '"set-snapshot-ref"' in body
+    return request.method == "POST" and '"add-snapshot"' in body and '"set-snapshot-ref"' in body
 
 
 @pytest.mark.parametrize("reach_server", [True, False], ids=["commit-landed", "commit-never-arrived"])

@@ -1,8 +1,8 @@
 """The sink: Kafka topics into Iceberg tables with central timed commits and exactly-once delivery.
 
 Where a record goes: ``reader`` (Spark tasks consume offset ranges) -> ``convert`` (JSON to the
-table's columns) -> ``write`` (staged on a private branch) -> ``coordinator`` (publish every table by
-compare-and-swap, then the Kafka transaction with ``events`` and the group offsets).
+table's columns) -> ``write`` (data files and a snapshot no one sees yet) -> ``coordinator`` (publish
+every table by compare-and-swap, then the Kafka transaction with ``events`` and the group offsets).
 """
 
 from sinklab.sink.config import ConfigError, SinkConfig, load_config

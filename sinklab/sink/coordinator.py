@@ -1,9 +1,12 @@
 """The coordinator: one commit cycle, the whole exactly-once protocol in one place (DESIGN §4).
 
-A cycle reads [start, end) of every source partition, stages each table's rows on a private
-branch, opens the Kafka transaction with a ``commit-start`` event (a fenced zombie fails here,
-before touching any table), publishes each table by compare-and-swap, then commits the group
-offsets and a ``commit-complete`` event in the same transaction.
+A cycle reads [start, end) of every source partition and writes each table's rows as data files
+and a snapshot that is not committed (``write``); then it opens the Kafka transaction with a
+``commit-start`` event (a fenced zombie fails here, before the catalog has heard of the cycle),
+publishes each table in one catalog commit that adds the snapshot and moves the branch, asserting
+the branch is where the cycle planned (compare-and-swap), then commits the group offsets and a
+``commit-complete`` event in the same transaction. A snapshot that is not published leaves no trace
+in the table: its files are deleted once the table shows it is not there.
 
 The records take one pass when nothing must be known of them before the write (``_one_pass``):
 one Spark job per table reads, converts and writes, and what the cycle reports of its records is
@@ -80,13 +83,13 @@ from sinklab.sink.tables import (
 from sinklab.sink.write import (
     ROW_LEVEL_PROPS,
     Staged,
-    drop_stage,
+    discard,
     drop_stale_stages,
     lost_sequence_race,
     publish,
     stage_name,
+    write_append,
     write_changes,
-    write_staged,
 )
 
 if TYPE_CHECKING:
@@ -496,9 +499,9 @@ class Coordinator:
                 self._abort()
 
     def _forget_unpublished(self, cycle: Cycle) -> None:
-        for name, stage in cycle.staged.items():
+        for name, staged in cycle.staged.items():
             if name not in cycle.published:  # a published stage went away in its commit
-                self._forget_stage(name, stage.stage)
+                self._discard(staged)
 
     def _load(self, name: str) -> TableState:
         state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
@@ -638,18 +641,19 @@ class Coordinator:
                     staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh,
                                            self._ids(state), OP, properties, stage)
                 else:
-                    staged = write_staged(self.spark, self.catalog, self.config.catalog_name, state,
-                                          fresh.select(*columns), properties, stage)
+                    staged = write_append(self.spark, self.config.catalog_name, state, fresh.select(*columns),
+                                          properties, stage)
                 break
             except Exception as exc:
+                # A MERGE commits to its private branch: a commit on another branch can take its sequence number.
                 if attempt == MAX_REPLANS or not lost_sequence_race(exc):
                     raise
                 log.warning("table %s: a concurrent commit (maintenance, another sink) took the sequence number of "
                             "this cycle's staged write; writing it again", state.name)
-                self._forget_stage(state.name, stage)
+                self._discard(Staged(state.name, stage, -1, 0, 0, [], [], 0))
                 self._reload(state)
         if staged.records == 0 and not staged.delete_files:
-            self._forget_stage(state.name, staged.stage)
+            self._discard(staged)
             return None
         return staged
 
@@ -686,12 +690,12 @@ class Coordinator:
             if publish(self.catalog, state, staged):
                 staged.commit_ms = int((time.monotonic() - began) * 1000)
                 return staged
-            self._forget_stage(state.name, staged.stage)
+            self._discard(staged)
             fresh = load_state(self.catalog, state.name, state.branch, self.config.name)
             if fresh.offsets != state.offsets:
                 log.warning("table %s: another instance of sink %s committed since planning; re-planning",
                             state.name, self.config.name)
-            else:
+            elif fresh.snapshot_id != state.snapshot_id:  # else only a sequence number was taken (publish says so)
                 log.warning("table %s moved since planning (another writer); staging again on top of it", state.name)
             state = fresh
             restaged = self._stage(cycle, state, rows)
@@ -704,11 +708,12 @@ class Coordinator:
         # The loaded table still lists a dropped stage: branching again from it would assert the stage.
         state.table = self.catalog.load_table(identifier(state.name))
 
-    def _forget_stage(self, table: str, stage: str) -> None:
+    def _discard(self, staged: Staged) -> None:
         try:
-            drop_stage(self.catalog, table, stage)
-        except Exception as exc:  # noqa: BLE001 - a leftover stage is dropped at the next start
-            log.warning("could not drop staging branch %s of %s: %s", stage, table, exc)
+            discard(self.catalog, staged)
+        except Exception as exc:  # noqa: BLE001 - a leftover stage is dropped at the next start, files by maintenance
+            log.warning("could not take back the unpublished write of cycle snapshot %d to %s: %s",
+                        staged.snapshot_id, staged.table, exc)
 
     def record_maintenance(self, reports: list[Report], delay_ms: int) -> None:
         """Maintenance run between cycles, in the control log; a transaction of its own (the producer is

@@ -49,8 +49,8 @@ class IcebergSink:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        # One cycle at a time: cycles share the session's spark.wap.branch (two at once write into one
-        # staging branch, and it is published with both cycles' rows) and the transactional producer.
+        # One cycle at a time: cycles share the session's spark.wap.branch (two row-level cycles at once
+        # write into one staging branch, and it is published with both's rows) and the transactional producer.
         self._cycling = threading.Lock()
         self._status = SinkStatus(self.config.name, "UNASSIGNED")
         self._scheduler: Scheduler | None = None

@@ -72,7 +72,7 @@ def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offset
 
 
 def ensure_wap(table: Table, extra: dict[str, str]) -> None:
-    """Staged writes go through ``spark.wap.branch``, which Iceberg only honours with WAP enabled;
+    """Row-level changes are staged through ``spark.wap.branch``, which Iceberg only honours with WAP enabled;
     ``extra`` are properties the sink's writes need too (merge-on-read for row-level changes)."""
     wanted = {"write.wap.enabled": "true", **extra}
     if any(table.properties.get(k) != v for k, v in wanted.items()):

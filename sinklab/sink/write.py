@@ -1,9 +1,16 @@
-"""Data writers: a cycle's rows go to a private staging branch; publishing is a compare-and-swap.
+"""Data writers: a cycle's rows become a snapshot no one sees yet; publishing it is a compare-and-swap.
 
 Iceberg's automatic commit retry rebases an append onto a concurrent one, which is exactly how two
-instances duplicate data. So Spark writes to a branch no one else touches (its retries are
-harmless there), and the target branch is moved to the staged snapshot by one REST commit that
-asserts the target still points where the cycle planned: no retry, no rebase.
+instances duplicate data. So a cycle never lets Iceberg commit for it:
+
+- An append (``write_append``): Spark writes the data files and hands them back uncommitted
+  (Iceberg's file-rewrite staging, the way ``rewrite_data_files`` collects its output), and Iceberg
+  builds the snapshot's manifests without committing them. One REST commit then adds the snapshot
+  and moves the target branch to it, asserting the branch still points where the cycle planned: one
+  catalog commit per table and cycle, no retry, no rebase.
+- Row-level changes (``write_changes``): a MERGE has no such staging, so it commits to a private
+  branch no one else touches (its retries are harmless there), and the REST commit that publishes
+  moves the target branch to the staged snapshot and drops the private branch.
 """
 
 from __future__ import annotations
@@ -16,8 +23,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import requests
-from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ServiceUnavailableError
-from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate, SetSnapshotRefUpdate
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    CommitStateUnknownException,
+    ServiceUnavailableError,
+)
+from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    RemoveSnapshotRefUpdate,
+    SetSnapshotRefUpdate,
+    TableUpdate,
+)
 
 from sinklab.sink.tables import TableState, identifier, quote
 
@@ -29,8 +48,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Staged:
+    """A table's part of a cycle, written and not yet visible: an uncommitted ``snapshot`` (an append)
+    or the head of the private branch ``stage`` (row-level changes)."""
+
     table: str
-    stage: str
+    stage: str | None
     snapshot_id: int
     records: int
     bytes: int
@@ -40,38 +62,71 @@ class Staged:
     commit_ms: int = 0  # set when published
     # The table as loaded after the write: publishing commits against it without loading it again.
     loaded: Table | None = field(default=None, repr=False, compare=False)
+    snapshot: Snapshot | None = field(default=None, repr=False, compare=False)  # an append's, uncommitted
 
 
 log = logging.getLogger("sinklab.sink")
 STAGE_PREFIX = "sinklab-stage-"
 # A commit to one branch raced by a commit to another: the ref the writer asserted did not move, but
-# the sequence number it computed was taken, and the REST server refuses it as a bad request (Iceberg
-# does not retry those). Nothing landed; writing again is safe.
-SEQUENCE_RACE = "Cannot add snapshot with sequence number"
+# the sequence number (or, format 3, the first row id) it computed was taken, and the REST server
+# refuses it as a bad request (Iceberg does not retry those). Nothing landed; writing again is safe.
+SEQUENCE_RACES = ("Cannot add snapshot with sequence number", "first-row-id is behind table next-row-id")
 
 
 def lost_sequence_race(exc: BaseException) -> bool:
-    return SEQUENCE_RACE in str(exc)
+    return any(race in str(exc) for race in SEQUENCE_RACES)
 
 
 def stage_name(sink: str, commit_id: str) -> str:
     return f"{STAGE_PREFIX}{sink}-{commit_id}"
 
 
-def write_staged(spark: SparkSession, catalog: Catalog, catalog_name: str, state: TableState, rows: DataFrame,
+def write_append(spark: SparkSession, catalog_name: str, state: TableState, rows: DataFrame,
                  properties: dict[str, str], stage: str) -> Staged:
-    """Append ``rows`` as one snapshot on branch ``stage``, forked from the planned snapshot."""
+    """Write ``rows`` as data files and build the snapshot appending them to the target branch, with
+    ``properties`` in its summary; nothing is committed (``publish`` does that)."""
+    started = time.monotonic()
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, f"{catalog_name}.{quote(state.name)}")  # type: ignore[attr-defined]
+    files = _write_files(spark, table, rows, f"{stage}-{state.name}")
+    if not files:
+        return Staged(state.name, None, -1, 0, 0, [], [], int((time.monotonic() - started) * 1000))
+    # Inline, not on Iceberg's worker pool: its completion is polled every 10 ms (measured ~20 ms a
+    # commit) for a manifest or two.
+    inline = jvm.org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors.newDirectExecutorService()
+    append = table.newFastAppend().toBranch(state.branch).scanManifestsWith(inline)
+    for data_file in files:
+        append.appendFile(data_file)
+    for key, value in properties.items():
+        append.set(key, value)
+    snapshot = Snapshot.model_validate_json(jvm.org.apache.iceberg.SnapshotParser.toJson(append.apply()))
+    summary = snapshot.summary.additional_properties if snapshot.summary else {}
+    return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
+                  int(summary.get("added-files-size", 0)), [f.location() for f in files], [],
+                  int((time.monotonic() - started) * 1000), snapshot=snapshot)
 
-    def append() -> None:
-        writer = rows.writeTo(f"{catalog_name}.{quote(state.name)}")
-        for key, value in properties.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
 
-    return _staged_write(spark, catalog, state, stage, {}, append)
+def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) -> list[Any]:
+    """Spark writes ``rows`` into ``table``'s data files and keeps them: the write's commit hands its
+    files to Iceberg's rewrite coordinator under ``name`` instead of committing a snapshot."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    tables = jvm.org.apache.iceberg.spark.SparkTableCache.get()
+    staged = jvm.org.apache.iceberg.spark.FileRewriteCoordinator.get()
+    tables.add(name, table)
+    # Iceberg resolves the write in the session active on this thread, and registers its rewrite
+    # catalog there: a sink's own session, cycling on a thread of its own, is not it unless told.
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[attr-defined]
+    try:
+        rows.write.format("iceberg").mode("append").save(name)
+        # A write Spark optimized away never reaches its commit.
+        return list(staged.fetchNewFiles(table, name)) if staged.fetchSetIds(table).contains(name) else []
+    finally:
+        staged.clearRewrite(table, name)
+        tables.remove(name)
 
 
-def _staged_write(spark: SparkSession, catalog: Catalog, state: TableState, stage: str,
+def _branch_write(spark: SparkSession, catalog: Catalog, state: TableState, stage: str,
                   commit_properties: dict[str, str], write: Callable[[], Any]) -> Staged:
     started = time.monotonic()
     assert state.table is not None
@@ -147,7 +202,7 @@ def write_changes(spark: SparkSession, catalog: Catalog, catalog_name: str, stat
            f"WHEN MATCHED AND s.`{op_column}` = 'D' THEN DELETE "
            f"WHEN MATCHED THEN UPDATE SET {assign} "
            f"WHEN NOT MATCHED AND s.`{op_column}` != 'D' THEN INSERT ({names}) VALUES ({values})")
-    return _staged_write(spark, catalog, state, stage, properties, lambda: spark.sql(sql).collect())
+    return _branch_write(spark, catalog, state, stage, properties, lambda: spark.sql(sql).collect())
 
 
 def added_files(table: Table, snapshot_id: int) -> tuple[list[str], list[str]]:
@@ -175,26 +230,33 @@ PUBLISH_ATTEMPTS = 3
 
 
 def publish(catalog: Catalog, state: TableState, staged: Staged) -> bool:
-    """Move the target branch to the staged snapshot iff it still points at the planned snapshot.
+    """Make the staged snapshot the target branch's head iff the branch still points at the planned
+    snapshot: one REST commit, which also adds an append's snapshot or drops a private branch.
 
-    Returns False when the table moved since planning (the caller re-plans); the staging branch
-    goes away in the same commit when it lands. A publish whose answer is lost is resolved by
-    reading the table (``landed``), never by committing blindly again: the compare-and-swap makes a
-    second attempt safe only once the table says the first did not land.
+    Returns False when the table moved since planning (the caller re-plans), or when a commit on another
+    branch took the sequence number the snapshot was built with (nothing landed: the caller writes
+    again). A publish whose answer is lost is resolved by reading the table (``landed``), never by
+    committing blindly again: the compare-and-swap makes a second attempt safe only once the table says
+    the first did not land.
     """
-    # The requirement, not the loaded metadata, is what the catalog checks: a table loaded after the write
-    # serves as well as a fresh one.
-    table = staged.loaded or catalog.load_table(identifier(state.name))
+    # The requirement, not the loaded metadata, is what the catalog checks: any loaded copy serves.
+    table = staged.loaded or state.table or catalog.load_table(identifier(state.name))
+    head = SetSnapshotRefUpdate(ref_name=state.branch, type="branch", snapshot_id=staged.snapshot_id)
+    updates: tuple[TableUpdate, ...] = (
+        (AddSnapshotUpdate(snapshot=staged.snapshot), head) if staged.snapshot is not None
+        else (head, RemoveSnapshotRefUpdate(ref_name=staged.stage)))
     for attempt in range(1, PUBLISH_ATTEMPTS + 1):
         try:
-            catalog.commit_table(
-                table,
-                (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
-                (SetSnapshotRefUpdate(ref_name=state.branch, type="branch", snapshot_id=staged.snapshot_id),
-                 RemoveSnapshotRefUpdate(ref_name=staged.stage)),
-            )
+            catalog.commit_table(table, (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
+                                 updates)
             return True
-        except CommitFailedException:
+        except (CommitFailedException, BadRequestError) as exc:
+            # Apache's REST server answers a lost sequence race with 409 since 1.11, 400 before.
+            if lost_sequence_race(exc):
+                log.warning("table %s: a commit on another branch took the sequence number of snapshot %d; "
+                            "writing it again", state.name, staged.snapshot_id)
+            elif isinstance(exc, BadRequestError):
+                raise
             return False
         except UNKNOWN_OUTCOME as exc:
             outcome = landed(catalog, state, staged)
@@ -225,10 +287,23 @@ def landed(catalog: Catalog, state: TableState, staged: Staged) -> bool | None:
     return any(s.snapshot_id == staged.snapshot_id for s in ancestors_of(current, table.metadata))
 
 
-def drop_stage(catalog: Catalog, table_name: str, stage: str) -> None:
-    table = catalog.load_table(identifier(table_name))
-    if stage in table.metadata.refs:
-        catalog.commit_table(table, (), (RemoveSnapshotRefUpdate(ref_name=stage),))
+def discard(catalog: Catalog, staged: Staged) -> None:
+    """Take back a staged write that will not be published: a private branch is dropped; an append's
+    files are deleted, once the table shows its snapshot is not there (a publish whose outcome stayed
+    unknown may have landed it)."""
+    if staged.stage is None and staged.snapshot is None:
+        return  # nothing was written
+    table = catalog.load_table(identifier(staged.table))
+    if staged.stage is not None:
+        if staged.stage in table.metadata.refs:
+            catalog.commit_table(table, (), (RemoveSnapshotRefUpdate(ref_name=staged.stage),))
+        return
+    if staged.snapshot is None or table.metadata.snapshot_by_id(staged.snapshot_id) is not None:
+        return
+    written = [m.manifest_path for m in staged.snapshot.manifests(table.io)
+               if m.added_snapshot_id == staged.snapshot_id]
+    for path in [*staged.data_files, *written, staged.snapshot.manifest_list]:
+        table.io.delete(path)
 
 
 def drop_stale_stages(catalog: Catalog, table_name: str, sink: str) -> None:

@@ -4,8 +4,8 @@ Every time is a UTC ``pandas.Timestamp``. A table's history is the *lineage of a
 branch head and its ancestors, oldest first. Snapshots that never reached the branch (a crashed
 cycle's staged snapshot, a lost compare-and-swap) are left out, because no reader ever saw them.
 
-When a snapshot became visible: the sink stages each cycle's snapshot on a private branch and then
-moves the target branch to it, so the snapshot's own ``timestamp-ms`` (``committed_at``) is when it
+When a snapshot became visible: the sink builds each cycle's snapshot before it commits it (row-level
+changes on a private branch), so the snapshot's own ``timestamp-ms`` (``committed_at``) is when it
 was *written*, a little before readers could see it. Iceberg's snapshot log records when ``main``
 was moved (``made_current_at`` in Spark's ``.history``); ``visible_at`` is that time, and for a
 snapshot that was never current itself, the time its first descendant became current. Branches
