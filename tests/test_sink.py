@@ -180,10 +180,13 @@ def test_crash_at_every_step_then_restart(stack: Stack, stack_file: Path, tmp_pa
     assert (log["type"] == "commit-complete").sum() == 2  # the crashed cycle's events were never committed
 
 
-def test_sigkill_while_records_arrive(stack: Stack, stack_file: Path, tmp_path: Path, unique: str) -> None:
+@pytest.mark.parametrize("pace", [{}, {"sinklab.commit.target-lag-ms": "2000", "sinklab.commit.max-records": "400"}],
+                         ids=["interval", "lag-target-and-max-records"])
+def test_sigkill_while_records_arrive(stack: Stack, stack_file: Path, tmp_path: Path, unique: str,
+                                      pace: dict[str, str]) -> None:
     stack.create_topic(unique, partitions=3)
     config = tmp_path / "sink.json"
-    config.write_text(json.dumps(sink_config(unique)))
+    config.write_text(json.dumps(sink_config(unique, **pace)))
     produced: list[str] = []
     stop = threading.Event()
 

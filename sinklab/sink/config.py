@@ -136,6 +136,10 @@ class SinkConfig(BaseModel):
     dlq_context_headers: bool = False
     errors_log: bool = False
     max_records_per_cycle: int = 5_000_000
+    # What else starts a cycle before the interval (sinklab.sink.pace): records or bytes waiting, a latency target.
+    commit_max_records: int | None = None
+    commit_max_bytes: int | None = None
+    commit_target_lag_ms: int | None = None
     transforms: list[Transform] = Field(default_factory=list)
     maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)
     notes: list[str] = Field(default_factory=list)
@@ -420,6 +424,12 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["variant_value"] = str(value).strip() or None
         elif key == "sinklab.cycle.max-records":
             out["max_records_per_cycle"] = _int(key, value, 1)
+        elif key == "sinklab.commit.max-records":
+            out["commit_max_records"] = _int(key, value, 1)
+        elif key == "sinklab.commit.max-bytes":
+            out["commit_max_bytes"] = _int(key, value, 1)
+        elif key == "sinklab.commit.target-lag-ms":
+            out["commit_target_lag_ms"] = _int(key, value, 100)
         elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
                 or key.startswith(MAINTENANCE_PREFIX):
             continue  # read as a whole by _transforms and parse_policy

@@ -280,13 +280,25 @@ class Coordinator:
         return {(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
             F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-            F.count(F.col(ERROR)).alias("bad"), *ids).collect()}
+            F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"), *ids).collect()}
 
     def _learn(self, ids: dict[str, set[int]]) -> bool:
         """Whether the cycle met writer schemas (of values or keys, ``ids`` by side) new to this sink,
         now fetched."""
         learned = [d.learn(ids[d.side]) for d in self.decoders]
         return any(learned)
+
+    def waiting(self) -> int:
+        """Records in the source partitions past where the last cycle read to (0 before the first cycle):
+        what a cycle starting now would carry."""
+        plan = self.last_plan
+        if plan is None:
+            return 0
+        total = 0
+        for tp, end in plan.ends.items():
+            _, high = self.group.get_watermark_offsets(TopicPartition(*tp), timeout=self.kafka_timeout_s, cached=False)
+            total += max(0, high - end)
+        return total
 
     def lag(self) -> dict[str, int]:
         plan = self.last_plan
@@ -374,7 +386,8 @@ class Coordinator:
         if retry:
             return self._abandon(cycle)
         assert seen is not None
-        cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0))
+        cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0),
+                              bytes=int(seen["bytes"] or 0))
         cycle.vtts = self._vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
         if seen["bad"]:
             self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
@@ -406,7 +419,7 @@ class Coordinator:
             return F.max(F.when((F.col("topic") == tp[0]) & (F.col("partition") == tp[1]), F.col("timestamp")))
 
         metrics = [F.count(F.lit(1)).alias("n"), F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                   F.count(F.col(ERROR)).alias("bad"),
+                   F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"),
                    *[F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
                      for d in self.decoders],
                    *[newest(tp).alias(f"max_ts_{i}") for i, tp in enumerate(lagging)]]
@@ -429,7 +442,8 @@ class Coordinator:
             stats = self._stats(prepared)
         # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
         cycle.counters.update(records=int(sum(s.n for s in stats.values())),
-                              tombstones=int(sum(s.tombstones or 0 for s in stats.values())))
+                              tombstones=int(sum(s.tombstones or 0 for s in stats.values())),
+                              bytes=int(sum(s.bytes or 0 for s in stats.values())))
         cycle.vtts = self._vtts(cycle.plan, {tp: s.max_ts for tp, s in stats.items()})
         # Tombstones are skipped and counted, except that row-level tables delete the row they name.
         records = with_payload(prepared)
@@ -779,6 +793,11 @@ class Coordinator:
             f"sink {self.config.name}: the Kafka transaction of cycle {commit_id} failed ({what}; broker "
             f"{self.kafka_conf.get('bootstrap.servers')}). Its offsets were not committed: the next run reads the "
             f"cycle again, and each table's recorded sinklab.offsets keep what it already holds from landing twice")
+
+
+def record_bytes() -> Column:
+    """The records' size as the sink reads them from Kafka (keys and values): what sinklab.commit.max-bytes counts."""
+    return F.sum(F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))
 
 
 def _decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:

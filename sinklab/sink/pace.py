@@ -25,11 +25,13 @@ HEADROOM = 0.95  # of the target planned for: the interval trails its choice by 
 @dataclass
 class Cost:
     """What one cycle measured: records it carried, seconds it took, and seconds since the previous
-    cycle started (what those records had arrived over)."""
+    cycle started (what those records had arrived over). A ``warm_up`` cycle (a sink's first: a fresh
+    JVM, perhaps creating its table, took 5-40 s measured) says nothing of the cycles after it."""
 
     records: int
     seconds: float
     since_previous_s: float | None
+    warm_up: bool = False
 
 
 @dataclass
@@ -62,11 +64,12 @@ class LagTarget:
         I = (h·T − a − m) / (1 + b·r)
 
     with ``m`` twice the spread of recent durations around the fit, so that the slower cycles fit
-    too, and ``h`` = 0.95 for the cycle or two the interval trails its choice by. ``a`` and ``b`` are fitted by least squares to the last cycles (older ones weigh less),
-    ``r`` is measured from the records each cycle found and the time since the previous one started.
-    The interval moves half way to each new choice, so one noisy cycle cannot swing it. When ``I``
-    would be negative, not even back-to-back cycles make the target: each then carries what arrived
-    during the previous one, ``d = a / (1 − b·r)``, and latency reaches ``2d``, the floor reported.
+    too, and ``h`` = 0.95 for the cycle or two the interval trails its choice by. ``a`` and ``b``
+    are fitted by least squares to the last cycles (older ones weigh less); ``r`` is measured from
+    the records each cycle found and the time since the previous one started. The interval moves
+    half way to each new choice, so one noisy cycle cannot swing it. When ``I`` would be negative,
+    not even back-to-back cycles make the target: each then carries what arrived during the
+    previous one, ``d = a / (1 − b·r)``, and latency reaches ``2d``, the floor reported.
     """
 
     def __init__(self, target_ms: int, max_interval_ms: int):
@@ -78,12 +81,14 @@ class LagTarget:
         self.interval_s = min(self.target_s / 2, self.max_interval_s)
 
     def record(self, cost: Cost) -> None:
-        self.costs.append(cost)
+        """A cycle ran (one that found nothing new costs nothing, and only tells the rate)."""
         if cost.since_previous_s:
             measured = cost.records / cost.since_previous_s
-            self.rate = measured if len(self.costs) <= 2 else self.rate + DAMPING * (measured - self.rate)
-        chosen = self._choose()
-        self.interval_s += DAMPING * (chosen - self.interval_s)
+            self.rate = measured if not self.costs else self.rate + DAMPING * (measured - self.rate)
+        if cost.records and not cost.warm_up:
+            self.costs.append(cost)
+        if self.costs:
+            self.interval_s += DAMPING * (self._choose() - self.interval_s)
 
     def model(self) -> tuple[float, float, float]:
         """The fitted fixed cost ``a`` (s), cost per record ``b`` (s) and spread ``m`` (s)."""

@@ -6,11 +6,12 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
+from sinklab.sink.pace import Cost, LagTarget, due
 
 if TYPE_CHECKING:
     from sinklab.maintenance.schedule import Scheduler
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from sinklab.stack import Stack
 
 log = logging.getLogger("sinklab.sink")
+# How often a sink waiting for its next cycle looks at what is waiting in Kafka, with
+# sinklab.commit.max-records/-bytes: a cycle starts at most this late after the trigger is reached.
+TRIGGER_POLL_S = 0.1
 
 
 @dataclass
@@ -30,6 +34,7 @@ class SinkStatus:
     lag: dict[str, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     trace: str | None = None
+    pace: dict[str, Any] | None = None  # with sinklab.commit.target-lag-ms: what the controller chose (pace.Pace)
 
     def __repr__(self) -> str:
         return (f"SinkStatus({self.name}: {self.state}, {self.cycles} cycles, {self.records} records, "
@@ -54,6 +59,10 @@ class IcebergSink:
         self._cycling = threading.Lock()
         self._status = SinkStatus(self.config.name, "UNASSIGNED")
         self._scheduler: Scheduler | None = None
+        self._target = (LagTarget(self.config.commit_target_lag_ms, self.config.commit_interval_ms)
+                        if self.config.commit_target_lag_ms is not None else None)
+        self._last_began: float | None = None
+        self._bytes_per_record: float | None = None  # measured: what max-bytes converts waiting records with
 
     @classmethod
     def from_connect_json(cls, path: str | Path, stack: Stack) -> IcebergSink:
@@ -97,6 +106,7 @@ class IcebergSink:
                 coordinator = self._connect()
                 result = coordinator.run_cycle()
                 self._record(result)
+                self._paced(result, began)
                 if result is not None and self._scheduler is not None:
                     self._maintain(coordinator, result, began)
             except BaseException as exc:
@@ -121,8 +131,7 @@ class IcebergSink:
                 self._status.counters[key] = self._status.counters.get(key, 0) + value
 
     def run_until_idle(self, idle_seconds: float) -> int:
-        """Cycles every commit interval until ``idle_seconds`` pass with nothing new; returns cycles run."""
-        interval = self.config.commit_interval_ms / 1000
+        """Cycles at the sink's pace until ``idle_seconds`` pass with nothing new; returns cycles run."""
         idle_since = time.monotonic()
         cycles = 0
         while not self._stop.is_set():
@@ -132,8 +141,42 @@ class IcebergSink:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= idle_seconds:
                 break
-            self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+            self._wait_for_next(began)
         return cycles
+
+    def interval_s(self) -> float:
+        """Seconds from one cycle's start to the next: the lag target's choice, or the commit interval."""
+        return self._target.interval_s if self._target is not None else self.config.commit_interval_ms / 1000
+
+    def _wait_for_next(self, began: float) -> None:
+        """Until the next cycle is due: one interval after ``began`` (at once when the cycle outlasted
+        it), or sooner once sinklab.commit.max-records/-bytes are waiting in Kafka."""
+        c = self.config
+        # Bytes are counted in records at the size the sink has read so far: unknown before its first records.
+        max_bytes = c.commit_max_bytes if self._bytes_per_record else None
+        polling = c.commit_max_records is not None or max_bytes is not None
+        while not self._stop.is_set():
+            left = began + self.interval_s() - time.monotonic()
+            if left <= 0:
+                return
+            if polling and self._coordinator is not None:
+                waiting = self._coordinator.waiting()
+                if due(waiting, int(waiting * (self._bytes_per_record or 0)), c.commit_max_records, max_bytes):
+                    return
+            self._stop.wait(min(left, TRIGGER_POLL_S) if polling else left)
+
+    def _paced(self, result: CycleResult | None, began: float) -> None:
+        """What the pace learns from a cycle: the records' size, and for the lag target the cycle's cost
+        and the arrival rate."""
+        since = began - self._last_began if self._last_began is not None else None
+        self._last_began = began
+        records = result.records if result is not None else 0
+        if result is not None and records:
+            size = result.counters.get("bytes", 0) / records
+            self._bytes_per_record = size if self._bytes_per_record is None else (self._bytes_per_record + size) / 2
+        if self._target is not None:
+            self._target.record(Cost(records, result.duration_ms / 1000 if result is not None else 0.0, since,
+                                     warm_up=self._status.cycles <= 1))
 
     def start(self) -> IcebergSink:
         """Run cycles in a background thread (in a notebook, the kernel stays free)."""
@@ -143,14 +186,13 @@ class IcebergSink:
         self._set_state("RUNNING")
 
         def loop() -> None:
-            interval = self.config.commit_interval_ms / 1000
             while not self._stop.is_set():
                 began = time.monotonic()
                 try:
                     self.run_once()
                 except BaseException:  # noqa: BLE001 - recorded in status() as FAILED with its trace
                     return
-                self._stop.wait(max(0.0, interval - (time.monotonic() - began)))
+                self._wait_for_next(began)
             self._set_state("STOPPED")
 
         self._thread = threading.Thread(target=loop, name=f"sinklab-{self.config.name}", daemon=True)
@@ -178,6 +220,8 @@ class IcebergSink:
             status = SinkStatus(**{**self._status.__dict__})
         if self._coordinator is not None:
             status.lag = self._coordinator.lag()
+        if self._target is not None:
+            status.pace = asdict(self._target.pace())
         return status
 
     # ---- bookkeeping

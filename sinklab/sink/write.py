@@ -111,7 +111,7 @@ def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) ->
     """Spark writes ``rows`` into ``table``'s data files and keeps them: the write's commit hands its
     files to Iceberg's rewrite coordinator under ``name`` instead of committing a snapshot."""
     jvm = spark._jvm  # type: ignore[attr-defined]
-    tables = jvm.org.apache.iceberg.spark.SparkTableCache.get()
+    tables = _table_cache(spark)
     staged = jvm.org.apache.iceberg.spark.FileRewriteCoordinator.get()
     tables.add(name, table)
     # Iceberg resolves the write in the session active on this thread, and registers its rewrite
@@ -124,6 +124,19 @@ def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) ->
     finally:
         staged.clearRewrite(table, name)
         tables.remove(name)
+
+
+def _table_cache(spark: SparkSession) -> Any:
+    """Iceberg's ``SparkTableCache.get()``, found by reflection: py4j looks a static method up by its
+    name alone, and the class also has an instance ``get(String)``; which of the two py4j meets first
+    is the JVM's choice (measured: a sink's first write failed with "does not exist" in one JVM and
+    not in another)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    holder = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkTableCache", True, loader)
+    get = holder.getMethod("get", gateway.new_array(jvm.java.lang.Class, 0))
+    return get.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
 def _branch_write(spark: SparkSession, catalog: Catalog, state: TableState, stage: str,

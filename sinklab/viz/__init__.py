@@ -8,6 +8,7 @@ them, a live dashboard and the commit-interval explorer.
     viz.plot_visibility(vis)                                 # produce time -> readable, per record
     viz.Dashboard(sink).start()                              # live, while sink.start() runs in the kernel
     viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000]).figure()
+    plan = viz.frontier(viz.calibrate(stack), rate=400)      # the commit planner: latency vs files/day
 """
 
 from sinklab.viz import render
@@ -56,16 +57,17 @@ from sinklab.viz.frames import (
     table_record_times,
     visibility,
 )
+from sinklab.viz.planner import Calibration, calibrate, frontier, plot_plan, recommend
 
 # Every figure shown in a notebook carries a PNG beside plotly's JSON (sinklab/viz/render.py).
 render.use()
 
 __all__ = [
-    "ControlLog", "Dashboard", "Exploration", "cadence", "combine", "commits", "consumer_lag", "control_log",
-    "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness", "history", "lag_history",
-    "latency_percentiles", "load_table", "maintenance_runs", "metadata_history", "pace", "plot_cadence",
-    "plot_counters",
-    "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_sankey",
-    "plot_schemas", "plot_snapshots", "plot_table_growth", "plot_tradeoff", "plot_visibility", "record_times", "refs",
-    "schemas", "snapshots", "steady", "table_record_times", "visibility", "wait_caught_up",
+    "Calibration", "ControlLog", "Dashboard", "Exploration", "cadence", "calibrate", "combine", "commits",
+    "consumer_lag", "control_log", "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness",
+    "frontier", "history", "lag_history", "latency_percentiles", "load_table", "maintenance_runs", "metadata_history",
+    "pace", "plot_cadence", "plot_counters", "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness",
+    "plot_lag", "plot_metadata", "plot_plan", "plot_sankey", "plot_schemas", "plot_snapshots", "plot_table_growth",
+    "plot_tradeoff", "plot_visibility", "recommend", "record_times", "refs", "schemas", "snapshots", "steady",
+    "table_record_times", "visibility", "wait_caught_up",
 ]

@@ -140,13 +140,17 @@ class Dashboard:
         status = self.sink.status()
         last = status.last_commit
         behind = 0 if lag is None or lag.empty else int(lag[lag["at"] == lag["at"].max()]["lag"].sum())
-        parts = [f"{status.cycles} cycles, {status.records:,} records",
-                 f"commit interval {self.config.commit_interval_ms / 1000:g} s", f"lag {behind:,}"]
+        interval_ms = status.pace["interval_ms"] if status.pace else self.config.commit_interval_ms
+        clock = (f"target lag {status.pace['target_ms'] / 1000:g} s, interval {interval_ms / 1000:.2f} s"
+                 if status.pace else f"commit interval {interval_ms / 1000:g} s")
+        parts = [f"{status.cycles} cycles, {status.records:,} records", clock, f"lag {behind:,}"]
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
-        paced = frames.pace(self.frames["cycles"], self.config.commit_interval_ms) if self.frames else None
-        if paced:
+        paced = frames.pace(self.frames["cycles"], interval_ms) if self.frames else None
+        if status.pace:
+            parts.append(status.pace["note"])  # says so plainly when the target is below what cycles achieve
+        elif paced:
             parts.append(f"cycles take {paced['cycle_s']:.2f} s (median of the last {paced['cycles']}): "
                          + ("the interval sets the pace" if paced["binds"] == "interval" else
                             "longer than the interval, so each starts as the last ends"))

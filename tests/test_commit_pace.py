@@ -1,0 +1,152 @@
+"""What starts a cycle besides the clock, on the real stack: records or bytes waiting in Kafka, and a
+latency target the sink holds by choosing its interval."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from confluent_kafka import Producer
+from helpers import order_ids, produce, sink_config
+from pyspark.errors import AnalysisException
+
+from sinklab.generators import pizza_events
+from sinklab.sink import IcebergSink, read_control_log
+from sinklab.sink.events import COMMIT_COMPLETE, COMMIT_START
+from sinklab.stack import Stack
+
+pytestmark = pytest.mark.spark
+
+TEN_MINUTES_MS = "600000"
+
+
+def rows_in(stack: Stack, table: str) -> int:
+    try:
+        return len(order_ids(stack, table))
+    except AnalysisException:  # not created yet
+        return 0
+
+
+def wait_for_rows(stack: Stack, table: str, count: int, sink: IcebergSink, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while rows_in(stack, table) < count:
+        assert sink.status().state != "FAILED", sink.status().trace
+        assert time.monotonic() < deadline, f"{count} rows never reached {table}: {sink.status()}"
+        time.sleep(0.3)
+
+
+def one_cycle_at_a_time(stack: Stack, sink: str) -> int:
+    """Cycles in the control log, checked never to overlap: each commit-start is followed by its own
+    commit-complete before the next cycle starts."""
+    log = read_control_log(stack.bootstrap_servers, sink=sink)
+    steps = [(row.type, row.commit_id) for row in log.itertuples() if row.type in (COMMIT_START, COMMIT_COMPLETE)]
+    for (kind, commit), (next_kind, next_commit) in zip(steps[::2], steps[1::2], strict=True):
+        assert (kind, next_kind) == (COMMIT_START, COMMIT_COMPLETE) and commit == next_commit, steps
+    return len(steps) // 2
+
+
+@contextmanager
+def steady(stack: Stack, topic: str, per_second: int) -> Iterator[list[str]]:
+    """Pizza orders produced at about ``per_second``, a tenth of a second's worth at a time, until the
+    block ends; yields their order ids as they go."""
+    produced: list[str] = []
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "enable.idempotence": True})
+
+    def run() -> None:
+        seed = 1000
+        while not stop.is_set():
+            began = time.monotonic()
+            for event in pizza_events(max(1, per_second // 10), seed=seed):
+                producer.produce(topic, json.dumps(event).encode(), event["order_id"].encode())
+                produced.append(event["order_id"])
+            producer.flush(30)
+            seed += 1
+            stop.wait(max(0.0, 0.1 - (time.monotonic() - began)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield produced
+    finally:
+        stop.set()
+        thread.join()
+        assert producer.flush(30) == 0
+
+
+@pytest.mark.parametrize(("key", "limit"), [("sinklab.commit.max-records", 50), ("sinklab.commit.max-bytes", 10_000)])
+def test_records_or_bytes_waiting_start_a_cycle_before_the_interval(
+        stack: Stack, unique: str, key: str, limit: int) -> None:
+    stack.create_topic(unique, partitions=2)
+    table = f"{unique}.pizzas"
+    config = sink_config(unique, **{"iceberg.control.commit.interval-ms": TEN_MINUTES_MS, key: str(limit)})
+    sink = IcebergSink(stack, config)
+    produced = produce(stack, unique, 10, seed=1)
+    try:
+        sink.start()  # the first cycle runs at once; the next one would wait ten minutes for the clock
+        wait_for_rows(stack, table, 10, sink)
+        produced += produce(stack, unique, 10, seed=2)  # 10 records, ~2.5 kB: below either limit
+        time.sleep(2)  # twenty looks at what is waiting
+        assert sink.status().cycles == 1
+        produced += produce(stack, unique, 60, seed=3)  # 70 waiting, ~17 kB: above either
+        wait_for_rows(stack, table, 80, sink)
+        assert sink.status().cycles == 2
+    finally:
+        sink.stop()
+    assert sorted(order_ids(stack, table)) == sorted(produced)
+    assert one_cycle_at_a_time(stack, config["name"]) == 2
+
+
+def test_a_lag_target_chooses_the_interval_and_settles(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    table = f"{unique}.pizzas"
+    config = sink_config(unique, **{"iceberg.control.commit.interval-ms": "60000",
+                                    "sinklab.commit.target-lag-ms": "2500"})
+    sink = IcebergSink(stack, config)
+    chosen: list[int] = []
+    pace = None
+    try:
+        with steady(stack, unique, 200) as produced:
+            sink.start()
+            deadline = time.monotonic() + 120
+            while len(chosen) < 14:
+                assert time.monotonic() < deadline and sink.status().state == "RUNNING", (chosen, sink.status())
+                status = sink.status()
+                if status.cycles > len(chosen) and status.pace is not None:
+                    chosen.append(status.pace["interval_ms"])
+                    pace = status.pace
+                time.sleep(0.05)
+        sink.run_until_idle(0)
+    finally:
+        sink.stop()
+    assert pace is not None and pace["floor_ms"] is None and "chosen for a 2.50 s target" in pace["note"]
+    assert pace["cycle_ms"] > 0 and 100 < pace["rate"] < 400, pace  # it measured the cycles and the rate
+    # Far under the 60 s clock, and settled: the last intervals within 10 % of where they ended.
+    last = chosen[-5:]
+    assert 500 < last[-1] < 2500, (chosen, pace)
+    assert all(abs(i - last[-1]) <= 0.1 * last[-1] for i in last), chosen
+    assert sorted(order_ids(stack, table)) == sorted(produced)
+    one_cycle_at_a_time(stack, config["name"])
+
+
+def test_a_lag_target_below_what_cycles_achieve_is_reported(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    config = sink_config(unique, **{"sinklab.commit.target-lag-ms": "100"})
+    sink = IcebergSink(stack, config)
+    try:
+        with steady(stack, unique, 100):
+            sink.start()
+            deadline = time.monotonic() + 90
+            while sink.status().cycles < 5:
+                assert time.monotonic() < deadline and sink.status().state == "RUNNING", sink.status()
+                time.sleep(0.2)
+        pace = sink.status().pace
+    finally:
+        sink.stop()
+    assert pace is not None and pace["floor_ms"] is not None and pace["floor_ms"] > 100
+    assert "back-to-back cycles give" in pace["note"]
+    assert "below what this sink achieves" in pace["note"]
