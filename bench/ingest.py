@@ -3,6 +3,11 @@
     .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
                                      [--sweep 1000,2000,5000,10000] [--profile] [--no-java-sink]
     .venv/bin/python bench/ingest.py --format avro|json-schema [--records 200000]
+    .venv/bin/python bench/ingest.py --target-lag
+
+With ``--target-lag`` it measures only the commit pace: one sink each with a 1 s interval, a 5 s
+interval and ``sinklab.commit.target-lag-ms=2000`` through a step profile (1,000 → 5,000 → 1,000
+events/s, 60 s each), p99 visibility and commits per minute per phase.
 
 On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
 
@@ -483,18 +488,97 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
     sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms, **extra)).start()
     try:
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
-        highs = {p: high for p, (_, high) in watermarks(stack, topic).items()}
-        deadline = time.monotonic() + interval_ms / 1000 + 120
-        while True:
-            state = load_state(stack.catalog, table_name, "main", name)
-            done = state.offsets.get(topic, {})
-            if all(done.get(p, 0) >= h for p, h in highs.items()):
-                break
-            if time.monotonic() > deadline or sink.status().state == "FAILED":
-                raise RuntimeError(f"the sink did not commit all of {topic}: {sink.status()}")
-            time.sleep(0.2)
+        wait_committed(stack, sink, topic, table_name, interval_ms / 1000 + 120)
     finally:
         sink.stop()
+    stamps, visible, snapshot_ms, commits = record_visibility(stack, topic, table_name, name)
+    lat = (visible - stamps) / 1000
+    lat_snap = (snapshot_ms - stamps) / 1000
+    complete = read_control_log(stack.bootstrap_servers, sink=name)
+    complete = complete[complete["type"] == events.COMMIT_COMPLETE]
+    with_data = [c for c in commits if c[4] > 0]
+    cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
+    return LatencyResult(
+        interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
+        float(np.percentile(lat_snap, 99)), len(with_data),
+        statistics.mean(c[3] for c in with_data) if with_data else 0.0,
+        statistics.mean(c[4] for c in with_data) if with_data else 0.0, cycle_s)
+
+
+def wait_committed(stack: Stack, sink: IcebergSink, topic: str, table_name: str, timeout_s: float) -> None:
+    """Until the running ``sink`` has committed everything ``topic`` holds now into ``table_name``."""
+    highs = {p: high for p, (_, high) in watermarks(stack, topic).items()}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = load_state(stack.catalog, table_name, "main", sink.config.name)
+        done = state.offsets.get(topic, {})
+        if all(done.get(p, 0) >= h for p, h in highs.items()):
+            return
+        if time.monotonic() > deadline or sink.status().state == "FAILED":
+            raise RuntimeError(f"the sink did not commit all of {topic}: {sink.status()}")
+        time.sleep(0.2)
+
+
+# The step profile of --target-lag: events/s for seconds, one phase after the other.
+STEPS = [(1_000, 60.0), (5_000, 60.0), (1_000, 60.0)]
+TARGET_LAG_MS = 2_000
+
+
+def step_profile(stack: Stack, label: str, partitions: int, interval_ms: int, steps: list[tuple[int, float]],
+                 **extra: str) -> dict[str, Any]:
+    """One sink through the rate ``steps``: p99 visibility and commits per minute in each phase (a
+    record's phase is when it was produced; a commit's, when it was published)."""
+    topic = f"bench-steps-{label}"
+    name = f"{topic}-sink"
+    stack.create_topic(topic, partitions=partitions)
+    sink = IcebergSink(stack, sink_config(name, topic, [SINGLE], interval_ms, **extra))
+    bounds = []
+    try:
+        PizzaGenerator(seed=3).produce(stack, topic, count=10, partitions=partitions).wait()
+        sink.run_once()  # the JVM's first cycle of this sink is not part of any phase
+        sink.start()
+        for rate, seconds in steps:
+            began = time.time() * 1000
+            PizzaGenerator(seed=int(began) % 10_000).produce(
+                stack, topic, count=int(rate * seconds), rate=rate, partitions=partitions).wait()
+            bounds.append((began, time.time() * 1000))
+        wait_committed(stack, sink, topic, SINGLE, interval_ms / 1000 + 120)
+        pace = sink.status().pace
+    finally:
+        sink.stop()
+    stamps, visible, _, commits = record_visibility(stack, topic, SINGLE, name)
+    lat = (visible - stamps) / 1000
+    phases = []
+    for (rate, _), (begin, end) in zip(steps, bounds, strict=True):
+        mine = (stamps >= begin) & (stamps < end)
+        published = [c for c in commits if begin <= c[0] < end and c[4] > 0]
+        phases.append({"rate": rate, "records": int(mine.sum()), "p50_s": float(np.percentile(lat[mine], 50)),
+                       "p99_s": float(np.percentile(lat[mine], 99)),
+                       "commits_per_min": len(published) / ((end - begin) / 60_000)})
+    return {"label": label, "phases": phases, "pace": pace}
+
+
+def target_lag(partitions: int, steps: list[tuple[int, float]]) -> None:
+    """``--target-lag``: the step profile at a 2 s target, beside the fixed intervals of 1 s and 5 s."""
+    runs = []
+    with Stack.embedded(connect=False) as stack:
+        stack.spark  # noqa: B018 - the JVM's start is no part of any figure
+        for label, interval, extra in (("interval-1s", 1_000, {}), ("interval-5s", 5_000, {}),
+                                       ("target-2s", 60_000, {"sinklab.commit.target-lag-ms": str(TARGET_LAG_MS)})):
+            runs.append(step_profile(stack, label, partitions, interval, steps, **extra))
+    header = " / ".join(f"{rate:,}/s" for rate, _ in steps)
+    print(f"\nstep profile {header}, {steps[0][1]:.0f} s each; p99 visibility (s) and commits per minute per phase")
+    for run in runs:
+        cells = "  ".join(f"p99 {p['p99_s']:5.2f} s, {p['commits_per_min']:5.1f}/min" for p in run["phases"])
+        print(f"{run['label']:>12}  {cells}")
+    print(json.dumps(_rounded({"target_lag_ms": TARGET_LAG_MS, "steps": steps, "runs": runs})))
+
+
+def record_visibility(stack: Stack, topic: str, table_name: str, name: str
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, dict[int, int], int, int]]]:
+    """Each record's Kafka timestamp, when it became readable (the publish of the first commit of sink
+    ``name`` past its offset) and that snapshot's own time (all ms); and the commits (publish ms,
+    snapshot ms, offsets, files, records) in order."""
     table = stack.catalog.load_table(identifier(table_name))
     published = {e.snapshot_id: e.timestamp_ms for e in table.metadata.snapshot_log}
     log = read_control_log(stack.bootstrap_servers, sink=name)
@@ -517,23 +601,16 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
                 offsets = {int(p): o for p, o in json.loads(t["offsets"]).get(topic, {}).items()}
                 commits.append((ts, ts, offsets, len(t["data_files"]), t["records"]))
     commits.sort(key=lambda c: c[0])
-    visible, stamped = [], []
+    all_stamps, visible, stamped = [], [], []
     for partition, (offsets, stamps) in topic_timestamps(stack, topic).items():
         ends = [c[2].get(partition, 0) for c in commits]
         # Offsets recorded per partition never go back, so the first commit past an offset is a bisection.
         idx = np.array([bisect.bisect_right(ends, int(o)) for o in offsets])
         assert (idx < len(commits)).all(), "a record no commit covers"
-        visible.append(np.array([commits[i][0] for i in idx]) - stamps)
-        stamped.append(np.array([commits[i][1] for i in idx]) - stamps)
-    lat = np.concatenate(visible) / 1000
-    lat_snap = np.concatenate(stamped) / 1000
-    with_data = [c for c in commits if c[4] > 0]
-    cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
-    return LatencyResult(
-        interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
-        float(np.percentile(lat_snap, 99)), len(with_data),
-        statistics.mean(c[3] for c in with_data) if with_data else 0.0,
-        statistics.mean(c[4] for c in with_data) if with_data else 0.0, cycle_s)
+        all_stamps.append(np.asarray(stamps))
+        visible.append(np.array([commits[i][0] for i in idx]))
+        stamped.append(np.array([commits[i][1] for i in idx]))
+    return np.concatenate(all_stamps), np.concatenate(visible), np.concatenate(stamped), commits
 
 
 # ---- the run
@@ -635,10 +712,17 @@ def main() -> None:  # noqa: C901 - one section per measurement
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
     parser.add_argument("--maintenance", action="store_true",
                         help="only maintenance: compaction throughput, and p99 visibility with and without a schedule")
+    parser.add_argument("--target-lag", action="store_true",
+                        help=f"only the commit pace: a step profile ({', '.join(f'{r:,}/s' for r, _ in STEPS)}, "
+                             f"60 s each) at sinklab.commit.target-lag-ms={TARGET_LAG_MS}, beside fixed intervals "
+                             "of 1 s and 5 s")
     parser.add_argument("--format", choices=["json", "avro", "json-schema"], default="json",
                         help="avro / json-schema: only that format (schema registry) vs JSON throughput, on the "
                              "same backlog size")
     args = parser.parse_args()
+    if args.target_lag:
+        target_lag(args.partitions, STEPS)
+        return
     if args.maintenance:
         maintenance(args.records or 200_000, args.partitions, args.interval_ms or 1_000, args.latency_rate or 2_000,
                     args.latency_seconds or 40)
@@ -957,8 +1041,8 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
 
 
 def _write_tasks(result: DrainResult) -> int:
-    """Tasks of the cycle's widest write (Iceberg appends run as jobs named ``append``)."""
-    return max((j.tasks for jobs in result.jobs for j in jobs if j.name.startswith("append")), default=0)
+    """Tasks of the cycle's widest write (a cycle's data files are written by a job named ``save``)."""
+    return max((j.tasks for jobs in result.jobs for j in jobs if j.name.startswith("save")), default=0)
 
 
 def _rounded(value: Any) -> Any:

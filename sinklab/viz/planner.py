@@ -161,13 +161,14 @@ def plot_plan(cal: Calibration, plan: pd.DataFrame, target_s: float | None = Non
     fig = make_subplots(rows=1, cols=2, subplot_titles=("cycle cost: measured and fitted",
                                                         "latency against files and snapshots per day"))
     low, high = cal.measured
-    fig.add_vrect(x0=low, x1=high, fillcolor="#90caf9", opacity=0.25, line_width=0, row=1, col=1,
-                  annotation_text="calibrated", annotation_position="top left")
     fig.add_trace(go.Scatter(x=cal.points["records"], y=cal.points["seconds"], mode="markers", name="measured cycle",
                              marker={"size": 9, "color": "#1565c0"}), row=1, col=1)
     xs = np.linspace(low / 2, 2 * high, 50)
     fig.add_trace(go.Scatter(x=xs, y=cal.a + cal.b * xs, mode="lines", name="fit: a + b·records",
                              line={"color": "#1565c0", "dash": "dot"}), row=1, col=1)
+    # After the traces: plotly leaves shapes out of a subplot that has none yet.
+    fig.add_vrect(x0=low, x1=high, fillcolor="#90caf9", opacity=0.25, line_width=0, row=1, col=1,
+                  annotation_text="calibrated", annotation_position="top left")
     for column, name, color, dash in (
             ("files_per_day", "files/day", "#c62828", "solid"),
             ("files_per_day_maintained", f"files/day, compacted every {COMPACT_EVERY} commits", "#c62828", "dot"),
