@@ -60,7 +60,8 @@ import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 
 from sinklab.generators import PizzaGenerator
-from sinklab.sink import IcebergSink, events, read_control_log
+from sinklab.maintenance import schedule
+from sinklab.sink import IcebergSink, events, load_config, read_control_log
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.progress import parse_offsets
@@ -485,7 +486,8 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
     name = f"{topic}-sink"  # one sink per topic: its snapshots are the ones this run measures
     count = int(rate * seconds)
     stack.create_topic(topic, partitions=partitions)
-    sink = IcebergSink(stack, sink_config(name, topic, [table_name], interval_ms, **extra)).start()
+    config = load_config(sink_config(name, topic, [table_name], interval_ms, **extra))
+    sink = IcebergSink(stack, config, between_cycles=schedule(config)).start()
     try:
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
         wait_committed(stack, sink, topic, table_name, interval_ms / 1000 + 120)

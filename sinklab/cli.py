@@ -152,6 +152,7 @@ def _stack_for(args: argparse.Namespace) -> Stack:
 def cmd_sink_run(args: argparse.Namespace) -> int:
     import logging
 
+    from sinklab.maintenance import schedule
     from sinklab.sink import IcebergSink, load_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -159,7 +160,7 @@ def cmd_sink_run(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = load_config(args.config)
     with _stack_for(args) as stack:
-        sink = IcebergSink(stack, config)
+        sink = IcebergSink(stack, config, between_cycles=schedule(config))
         try:
             if args.once:
                 result = sink.run_once()
@@ -207,7 +208,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_sink_status(args: argparse.Namespace) -> int:
-    from sinklab.sink.report import format_reports, sink_reports
+    from sinklab.connect.report import format_reports, sink_reports
 
     stack = _stack_for(args)
     try:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from sinklab.generators import PizzaGenerator
+from sinklab.maintenance import schedule
 from sinklab.sink import IcebergSink, load_config
 from sinklab.stack import Stack
 
@@ -24,7 +25,7 @@ def run_demo(workdir: Path | None = None, count: int = 20000, interval_ms: int =
         config = seed.model_copy(update={"commit_interval_ms": interval_ms})
         print(f"sink {config.name}: the seed's pizzas-on-ice.json, commit interval {seed.commit_interval_ms} ms "
               f"shortened to {interval_ms} ms")
-        sink = IcebergSink(stack, config)
+        sink = IcebergSink(stack, config, between_cycles=schedule(config))
         per_batch = max(1, count // batches)
         try:
             for batch in range(batches):

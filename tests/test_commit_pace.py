@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 from helpers import order_ids, produce, sink_config
 from pyspark.errors import AnalysisException
 
+from sinklab import viz
 from sinklab.generators import pizza_events
 from sinklab.sink import IcebergSink, read_control_log
 from sinklab.sink.events import COMMIT_COMPLETE, COMMIT_START
@@ -150,3 +151,6 @@ def test_a_lag_target_below_what_cycles_achieve_is_reported(stack: Stack, unique
     assert pace is not None and pace["floor_ms"] is not None and pace["floor_ms"] > 100
     assert "back-to-back cycles give" in pace["note"]
     assert "below what this sink achieves" in pace["note"]
+    dash = viz.Dashboard(sink)
+    dash.refresh()
+    assert "target lag 0.1 s" in dash.header and "below what this sink achieves" in dash.header

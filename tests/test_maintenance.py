@@ -13,10 +13,10 @@ from helpers import order_ids, produce, run_cli, sink_config
 
 from sinklab import viz
 from sinklab.generators import produce_json
-from sinklab.maintenance import Target, compact, maintain
+from sinklab.maintenance import Target, compact, maintain, schedule
 from sinklab.maintenance.operations import small_files
 from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
-from sinklab.sink import IcebergSink, read_control_log
+from sinklab.sink import IcebergSink, load_config, read_control_log
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.sink.tables import OFFSETS_PROP
 from sinklab.stack import Stack
@@ -52,7 +52,8 @@ def assert_exactly_once(stack: Stack, table: str, produced: list[str]) -> None:
 def resumes_exactly_once(stack: Stack, config: dict, topic: str, produced: list[str], count: int = 10) -> None:
     """A new instance of the sink, after maintenance: it reads only what came since, and lands it once."""
     produced += produce(stack, topic, count, seed=999)
-    again = IcebergSink(stack, config)
+    loaded = load_config(config)
+    again = IcebergSink(stack, loaded, between_cycles=schedule(loaded))
     try:
         assert again.run_once().records == count
     finally:
@@ -173,7 +174,8 @@ def test_sink_schedules_compaction_and_expiry_between_cycles(stack: Stack, uniqu
         "sinklab.maintenance.compact.small-files": "4", "sinklab.maintenance.expire.older-than": "0s",
         "sinklab.maintenance.orphans.older-than": "1h"})
     produced = produce(stack, unique, 140, seed=3)
-    sink = IcebergSink(stack, config)
+    loaded = load_config(config)
+    sink = IcebergSink(stack, loaded, between_cycles=schedule(loaded))
     try:
         assert sink.run_until_idle(0.5) == 7
         status = sink.status()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sinklab.maintenance import schedule
 from sinklab.maintenance.policy import parse_duration, parse_policy
 from sinklab.maintenance.retention import Ref, Snap, expiry_cutoff, recovery_snapshots, stale_stages, unreachable
+from sinklab.sink import IcebergSink
 from sinklab.sink.config import ConfigError, load_config
 from sinklab.sink.write import stage_name
 
@@ -22,12 +24,22 @@ def test_durations() -> None:
 
 
 def test_policy_from_the_sink_config() -> None:
-    policy = load_config(config(**{"sinklab.maintenance.compact.every-commits": "10",
-                                   "sinklab.maintenance.expire.older-than": "1h",
-                                   "sinklab.maintenance.orphans.older-than": "2h"})).maintenance
+    hook = schedule(load_config(config(**{"sinklab.maintenance.compact.every-commits": "10",
+                                          "sinklab.maintenance.expire.older-than": "1h",
+                                          "sinklab.maintenance.orphans.older-than": "2h"})))
+    assert hook is not None
+    policy = hook.policy
     assert (policy.compact_every_commits, policy.expire_older_than_ms, policy.orphans_older_than_ms) == (
         10, 3_600_000, 7_200_000)
     assert policy.enabled and not parse_policy({}).enabled
+    assert schedule(load_config(config())) is None
+
+
+def test_a_sink_given_maintenance_keys_and_no_hook_says_how_to_run_them() -> None:
+    keys = config(**{"sinklab.maintenance.compact.every-commits": "10"})
+    with pytest.raises(ConfigError, match=r"sinklab.maintenance.compact.every-commits: table maintenance runs "
+                                          r"between cycles .* between_cycles=sinklab.maintenance.schedule\(config\)"):
+        IcebergSink(None, keys)  # type: ignore[arg-type] - refused before the stack is used
 
 
 @pytest.mark.parametrize(("keys", "message"), [
@@ -40,7 +52,7 @@ def test_policy_from_the_sink_config() -> None:
 ])
 def test_bad_policies_name_the_key(keys: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        load_config(config(**keys))
+        schedule(load_config(config(**keys)))
 
 
 def history() -> tuple[dict[int, Snap], list[Ref]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
+from sinklab.maintenance import schedule
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
 from sinklab.sink.sink import SinkStatus
 
@@ -101,7 +102,9 @@ def validate(name: str, config: dict[str, str]) -> SinkConfig:
         raise ConfigError(f"connector.class: failed to find any class that implements Connector and which name "
                           f"matches {cls}; this server runs {' and '.join(PLUGIN_CLASSES)}")
     tasks_max(config)
-    return load_config({"name": name, "config": config})
+    loaded = load_config({"name": name, "config": config})
+    schedule(loaded)  # its sinklab.maintenance.* keys, checked now rather than when the sink starts
+    return loaded
 
 
 def tasks_max(config: dict[str, str]) -> int:

@@ -22,6 +22,7 @@ class Worker:
     """A Connect server on a stack: herder + HTTP server. ``close`` stops the sinks and Spark."""
 
     def __init__(self, stack: Stack, state_dir: Path | None, host: str = "127.0.0.1", port: int = 8083):
+        from sinklab.maintenance import schedule
         from sinklab.sink.sink import IcebergSink
 
         self.stack = stack
@@ -30,7 +31,7 @@ class Worker:
         offsets = GroupOffsets(stack.kafka_config())
 
         def make_sink(config: SinkConfig) -> IcebergSink:
-            return IcebergSink(stack, config)
+            return IcebergSink(stack, config, between_cycles=schedule(config))
 
         self.herder = Herder(make_sink, self.store, offsets, worker_id="")
         try:

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-PREFIX = "sinklab.maintenance."
+from sinklab.sink.config import MAINTENANCE_PREFIX as PREFIX
+
 UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 

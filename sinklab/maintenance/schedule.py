@@ -1,8 +1,9 @@
 """Maintenance a running sink schedules between its cycles, per its ``sinklab.maintenance.*`` policy.
 
-It runs in the sink's own thread after a cycle committed, inside the wait for the next one, so it
+``schedule(config)`` is the sink's between-cycles hook (``IcebergSink(..., between_cycles=)``): it
+runs in the sink's own thread after a cycle committed, inside the wait for the next one, so it
 never races the sink's own commits; other sinks and users are handled by the compare-and-swap.
-What it costs beyond that wait is the delay it reports.
+What it costs beyond that wait is the delay the sink reports.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from sinklab.maintenance.operations import (
     small_files,
     target_file_size,
 )
-from sinklab.maintenance.policy import MaintenancePolicy
+from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
+from sinklab.sink.config import ConfigError, SinkConfig
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
+
+    from sinklab.sink.coordinator import CycleResult
 
 # A file under this share of the target size counts as small (Iceberg's own bin-pack threshold).
 SMALL_SHARE = 0.75
@@ -38,15 +42,28 @@ class TableCounters:
     most_small: int | None = None  # the most small files a partition held at the last check
 
 
+def schedule(config: SinkConfig) -> Scheduler | None:
+    """The between-cycles hook running a sink's ``sinklab.maintenance.*`` keys (None without any).
+    Raises ConfigError naming a key that is unknown or does not fit with the others."""
+    if not config.maintenance_keys:
+        return None
+    try:
+        policy = parse_policy(config.maintenance_keys)
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    return Scheduler(policy, config.catalog_name)
+
+
 @dataclass
 class Scheduler:
     policy: MaintenancePolicy
-    spark: SparkSession
-    catalog: Catalog
     catalog_name: str
     counters: dict[str, TableCounters] = field(default_factory=dict)
 
-    def after_commit(self, tables: dict[str, int]) -> list[Report]:
+    def __call__(self, spark: SparkSession, catalog: Catalog, result: CycleResult) -> list[Report]:
+        return self.after_commit(spark, catalog, {name: len(s.data_files) for name, s in result.tables.items()})
+
+    def after_commit(self, spark: SparkSession, catalog: Catalog, tables: dict[str, int]) -> list[Report]:
         """``tables``: data files each table gained in the cycle just committed. Runs what is due."""
         reports: list[Report] = []
         for name, added in tables.items():
@@ -54,7 +71,7 @@ class Scheduler:
             c.commits_since_compaction += 1
             c.commits_since_expiry += 1
             c.files_since_check += added
-            target = Target(self.spark, self.catalog, self.catalog_name, name)
+            target = Target(spark, catalog, self.catalog_name, name)
             if self._compaction_due(target, c):
                 reports.append(compact(target, self.policy.target_file_size_bytes))
                 if self.policy.rewrite_manifests:

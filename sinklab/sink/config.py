@@ -9,12 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sinklab.maintenance.policy import PREFIX as MAINTENANCE_PREFIX
-from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.registry import Format, RegistrySettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
+
+# Keys the sink passes on to its between-cycles hook unread.
+MAINTENANCE_PREFIX = "sinklab.maintenance."
 
 # Keys that only mean something inside Kafka Connect: accepted, reported, not used.
 CONNECT_ONLY = {
@@ -141,7 +142,8 @@ class SinkConfig(BaseModel):
     commit_max_bytes: int | None = None
     commit_target_lag_ms: int | None = None
     transforms: list[Transform] = Field(default_factory=list)
-    maintenance: MaintenancePolicy = Field(default_factory=MaintenancePolicy)
+    # sinklab.maintenance.* as given: run between cycles by the hook a sink is given (sinklab.maintenance.schedule).
+    maintenance_keys: dict[str, str] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
 
     @property
@@ -432,7 +434,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["commit_target_lag_ms"] = _int(key, value, 100)
         elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
                 or key.startswith(MAINTENANCE_PREFIX):
-            continue  # read as a whole by _transforms and parse_policy
+            continue  # read as a whole by _transforms, and kept as given for the maintenance schedule
         elif key in CONNECT_ONLY:
             notes.append(f"{key}: accepted, not used ({CONNECT_ONLY[key]})")
         else:
@@ -469,10 +471,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
     out["schemas_enable"] = schemas_enable
 
     out["transforms"] = _transforms(conf, notes)
-    try:
-        out["maintenance"] = parse_policy(conf)
-    except PolicyError as exc:
-        raise ConfigError(str(exc)) from None
+    out["maintenance_keys"] = {k: str(v) for k, v in conf.items() if k.startswith(MAINTENANCE_PREFIX)}
     out.update(route_regex=route_regex, partition_by=partition_by, id_columns=id_columns,
                commit_branch=commit_branch, auto_create_props=auto_props, catalog_properties=catalog_props,
                kafka_properties=kafka_props, notes=notes)

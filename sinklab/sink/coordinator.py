@@ -93,10 +93,12 @@ from sinklab.sink.write import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, Row, SparkSession
 
-    from sinklab.maintenance.operations import Report
+    from sinklab.sink.events import Chore
 
 log = logging.getLogger("sinklab.sink")
 CRASH_ENV = "SINKLAB_CRASH_AT"
@@ -729,10 +731,10 @@ class Coordinator:
             log.warning("could not take back the unpublished write of cycle snapshot %d to %s: %s",
                         staged.snapshot_id, staged.table, exc)
 
-    def record_maintenance(self, reports: list[Report], delay_ms: int) -> None:
+    def record_maintenance(self, reports: Sequence[Chore], delay_ms: int) -> None:
         """Maintenance run between cycles, in the control log; a transaction of its own (the producer is
         transactional), so a fenced instance learns it here too."""
-        tables: dict[str, list[Report]] = {}
+        tables: dict[str, list[Chore]] = {}
         for report in reports:
             tables.setdefault(report.table, []).append(report)
         counters = {"delay_ms": delay_ms}

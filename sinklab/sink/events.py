@@ -6,7 +6,7 @@ import io
 import json
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import fastavro
 
@@ -20,6 +20,16 @@ COMMIT_COMPLETE = "commit-complete"
 # Maintenance the sink ran between cycles: one TableCommit per table (the head after it, bytes rewritten,
 # write_ms its duration) and the operations' counts as ``<operation>.<count>`` counters.
 MAINTENANCE = "maintenance"
+
+
+class Chore(Protocol):
+    """What work run between cycles (maintenance) did to one table, as its event records it."""
+
+    table: str
+    operation: str
+    duration_ms: int
+    counts: dict[str, int]
+    snapshot_id: int | None  # the branch head after it
 
 _TABLE_COMMIT = {
     "type": "record",

@@ -8,14 +8,19 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
+from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
 from sinklab.sink.pace import Cost, LagTarget, due
 
 if TYPE_CHECKING:
-    from sinklab.maintenance.schedule import Scheduler
+    from collections.abc import Sequence
+
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import SparkSession
+
     from sinklab.sink.coordinator import Coordinator, CycleResult
+    from sinklab.sink.events import Chore
     from sinklab.stack import Stack
 
 log = logging.getLogger("sinklab.sink")
@@ -41,13 +46,29 @@ class SinkStatus:
                 f"lag={sum(self.lag.values())}{', error: ' + self.trace.splitlines()[-1] if self.trace else ''})")
 
 
+class BetweenCycles(Protocol):
+    """Work a sink runs after each committed cycle, on its own thread, in the wait for the next one
+    (so it never races the sink's commits): ``sinklab.maintenance.schedule`` is one. What it did is
+    recorded in the control log; what it takes beyond the wait delays the next cycle."""
+
+    def __call__(self, spark: SparkSession, catalog: Catalog, result: CycleResult) -> Sequence[Chore]: ...
+
+
 class IcebergSink:
     """Streams the configured topics into Iceberg tables on the stack's Spark, one commit per
-    table per ``iceberg.control.commit.interval-ms``, exactly once."""
+    table per ``iceberg.control.commit.interval-ms``, exactly once. ``between_cycles`` runs after
+    each committed cycle (table maintenance: ``between_cycles=sinklab.maintenance.schedule(config)``)."""
 
-    def __init__(self, stack: Stack, config: SinkConfig | dict[str, Any] | str | Path):
+    def __init__(self, stack: Stack, config: SinkConfig | dict[str, Any] | str | Path,
+                 between_cycles: BetweenCycles | None = None):
         self.stack = stack
         self.config = config if isinstance(config, SinkConfig) else load_config(config)
+        if self.config.maintenance_keys and between_cycles is None:
+            raise ConfigError(
+                f"{', '.join(sorted(self.config.maintenance_keys))}: table maintenance runs between cycles through "
+                f"the sink's hook: IcebergSink(stack, config, between_cycles=sinklab.maintenance.schedule(config)) "
+                f"(sinklab sink run and the Connect server do this themselves)")
+        self._between_cycles = between_cycles
         for note in self.config.notes:
             log.info("config: %s", note)
         self._coordinator: Coordinator | None = None
@@ -58,7 +79,6 @@ class IcebergSink:
         # write into one staging branch, and it is published with both's rows) and the transactional producer.
         self._cycling = threading.Lock()
         self._status = SinkStatus(self.config.name, "UNASSIGNED")
-        self._scheduler: Scheduler | None = None
         self._target = (LagTarget(self.config.commit_target_lag_ms, self.config.commit_interval_ms)
                         if self.config.commit_target_lag_ms is not None else None)
         self._last_began: float | None = None
@@ -90,11 +110,6 @@ class IcebergSink:
             for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():
                 spark.conf.set(key, value)
             self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())
-            if self.config.maintenance.enabled:
-                from sinklab.maintenance.schedule import Scheduler
-
-                self._scheduler = Scheduler(self.config.maintenance, spark, self.stack.catalog,
-                                            self.config.catalog_name)
         return self._coordinator
 
     # ---- running
@@ -107,23 +122,23 @@ class IcebergSink:
                 result = coordinator.run_cycle()
                 self._record(result)
                 self._paced(result, began)
-                if result is not None and self._scheduler is not None:
-                    self._maintain(coordinator, result, began)
+                if result is not None and self._between_cycles is not None:
+                    self._between(coordinator, result, began)
             except BaseException as exc:
                 self._fail(exc)
                 raise
             return result
 
-    def _maintain(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
-        """Maintenance due after this cycle (``sinklab.maintenance.*``), in the wait for the next one;
-        what it takes beyond that wait delays the next cycle, and is reported as such."""
-        assert self._scheduler is not None
+    def _between(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
+        """The between-cycles hook, in the wait for the next cycle; what it takes beyond that wait
+        delays the next cycle, and is reported as such."""
+        assert self._between_cycles is not None
         started = time.monotonic()
-        reports = self._scheduler.after_commit({name: len(s.data_files) for name, s in result.tables.items()})
+        reports = self._between_cycles(coordinator.spark, coordinator.catalog, result)
         if not reports:
             return
         took_ms = int((time.monotonic() - started) * 1000)
-        delay_ms = max(0, int((time.monotonic() - began) * 1000) - self.config.commit_interval_ms)
+        delay_ms = max(0, int((time.monotonic() - began) * 1000) - int(self.interval_s() * 1000))
         coordinator.record_maintenance(reports, delay_ms)
         with self._lock:
             for key, value in {"maintenance-runs": 1, "maintenance-ms": took_ms, "maintenance-delay-ms": delay_ms

@@ -69,7 +69,7 @@ log = logging.getLogger("sinklab.sink")
 STAGE_PREFIX = "sinklab-stage-"
 # A commit to one branch raced by a commit to another: the ref the writer asserted did not move, but
 # the sequence number (or, format 3, the first row id) it computed was taken, and the REST server
-# refuses it as a bad request (Iceberg does not retry those). Nothing landed; writing again is safe.
+# refuses it (Iceberg's own client does not retry it). Nothing landed; writing again is safe.
 SEQUENCE_RACES = ("Cannot add snapshot with sequence number", "first-row-id is behind table next-row-id")
 
 
@@ -92,8 +92,8 @@ def write_append(spark: SparkSession, catalog_name: str, state: TableState, rows
     files = _write_files(spark, table, rows, f"{stage}-{state.name}")
     if not files:
         return Staged(state.name, None, -1, 0, 0, [], [], int((time.monotonic() - started) * 1000))
-    # Inline, not on Iceberg's worker pool: its completion is polled every 10 ms (measured ~20 ms a
-    # commit) for a manifest or two.
+    # Inline, not on Iceberg's worker pool, whose completion is polled every 10 ms: building the snapshot
+    # of a table with 30 manifests took 21 ms instead of 31 (measured, medians of 35).
     inline = jvm.org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors.newDirectExecutorService()
     append = table.newFastAppend().toBranch(state.branch).scanManifestsWith(inline)
     for data_file in files:

@@ -279,9 +279,10 @@ def plot_lag(lag: pd.DataFrame, title: str = "Consumer lag per partition") -> go
 
 def plot_counters(cycle_frame: pd.DataFrame, title: str = "What the sink counted, per cycle") -> go.Figure:
     """Stacked bars of each cycle's counters besides the records read: tombstones, records routed to no
-    table, bad records by kind (``dead-lettered``, their total, is left out: it would count them twice)."""
+    table, bad records by kind (``dead-lettered``, their total, is left out: it would count them twice;
+    ``bytes``, what the records weighed, is no count of records)."""
     fig = _figure(title, "cycle", "records", barmode="stack")
-    kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in ("records", "dead-lettered")})
+    kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in ("records", "dead-lettered", "bytes")})
     palette = colors(kinds)
     top: list[int] = [0]
     for kind in kinds:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import requests
 from pydantic import BaseModel, Field
 
+from sinklab.connect.herder import validate
+from sinklab.connect.offsets import GroupOffsets
 from sinklab.sink.events import read_control_log
 
 if TYPE_CHECKING:
@@ -67,9 +69,6 @@ def connect_statuses(url: str | None, timeout: float = 5.0) -> dict[str, dict[st
 def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: str = "control-iceberg",
                  ) -> list[SinkReport]:
     """One report per sink named (default: every sink on the control topic or the Connect server)."""
-    from sinklab.connect.herder import validate
-    from sinklab.connect.offsets import GroupOffsets
-
     log = read_control_log(stack.bootstrap_servers, control_topic)
     connect = connect_statuses(stack.info.connect_url)
     known = sorted({*log["sink"].dropna(), *connect}) if not log.empty else sorted(connect)
