@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 
+import pytest
+from confluent_kafka import KafkaException
+
+from sinklab.sink import IcebergSink
 from sinklab.sink.pace import Cost, LagTarget, due, fit
 
 
@@ -89,3 +95,21 @@ def test_fit_finds_cost_and_ignores_a_slope_it_cannot_see() -> None:
 def test_triggers() -> None:
     assert due(100, 0, 100, None) and not due(99, 10**9, 100, None)
     assert due(0, 2048, None, 2048) and not due(10**6, 10**6, None, None)
+
+
+def test_a_broker_out_of_sight_leaves_the_clock_to_start_the_cycle(caplog: pytest.LogCaptureFixture) -> None:
+    class Unreachable:
+        looks = 0
+
+        def waiting(self) -> int:
+            self.looks += 1
+            raise KafkaException("broker down (test)")
+
+    sink = IcebergSink(None, {"name": "s", "topics": "t", "iceberg.tables": "db.t",  # type: ignore[arg-type]
+                              "iceberg.control.commit.interval-ms": "300", "sinklab.commit.max-records": "1"})
+    coordinator = sink._coordinator = Unreachable()  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="sinklab.sink"):
+        sink._wait_for_next(time.monotonic())
+    assert coordinator.looks == 1  # then it waited out the clock, without looking again
+    assert [r.getMessage() for r in caplog.records] == [
+        "sink s: cannot see what waits in Kafka (broker down (test)); the next cycle starts on the clock"]

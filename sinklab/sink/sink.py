@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from confluent_kafka import KafkaException
+
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
 from sinklab.sink.pace import Cost, LagTarget, due
 
@@ -175,7 +177,15 @@ class IcebergSink:
             if left <= 0:
                 return
             if polling and self._coordinator is not None:
-                waiting = self._coordinator.waiting()
+                try:
+                    waiting = self._coordinator.waiting()
+                except KafkaException as exc:
+                    # Nothing is lost by waiting for the clock: the next cycle meets the broker itself, and
+                    # fails, named, if it is still away.
+                    log.warning("sink %s: cannot see what waits in Kafka (%s); the next cycle starts on the clock",
+                                c.name, exc)
+                    polling = False
+                    continue
                 if due(waiting, int(waiting * (self._bytes_per_record or 0)), c.commit_max_records, max_bytes):
                     return
             self._stop.wait(min(left, TRIGGER_POLL_S) if polling else left)
