@@ -91,7 +91,7 @@ class LagTarget:
             self.interval_s += DAMPING * (self._choose() - self.interval_s)
 
     def model(self) -> tuple[float, float, float]:
-        """The fitted fixed cost ``a`` (s), cost per record ``b`` (s) and spread ``m`` (s)."""
+        """The fitted fixed cost ``a`` (s), cost per record ``b`` (s), and how far cycles fall from the fit (s)."""
         return fit([(c.records, c.seconds) for c in self.costs])
 
     def _choose(self) -> float:
