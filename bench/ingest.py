@@ -70,6 +70,7 @@ from sinklab.stack import Stack
 from sinklab.stack.spark import SparkSettings
 
 if TYPE_CHECKING:
+    import pandas as pd
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
@@ -493,11 +494,10 @@ def latency(stack: Stack, topic: str, table_name: str, interval_ms: int, rate: f
         wait_committed(stack, sink, topic, table_name, interval_ms / 1000 + 120)
     finally:
         sink.stop()
-    stamps, visible, snapshot_ms, commits = record_visibility(stack, topic, table_name, name)
+    complete = completed_cycles(stack, name)
+    stamps, visible, snapshot_ms, commits = record_visibility(stack, topic, table_name, name, complete)
     lat = (visible - stamps) / 1000
     lat_snap = (snapshot_ms - stamps) / 1000
-    complete = read_control_log(stack.bootstrap_servers, sink=name)
-    complete = complete[complete["type"] == events.COMMIT_COMPLETE]
     with_data = [c for c in commits if c[4] > 0]
     cycle_s = [d / 1000 for d, c in zip(complete["duration_ms"], complete["counters"], strict=True) if c.get("records")]
     return LatencyResult(
@@ -548,7 +548,7 @@ def step_profile(stack: Stack, label: str, partitions: int, interval_ms: int, st
         pace = sink.status().pace
     finally:
         sink.stop()
-    stamps, visible, _, commits = record_visibility(stack, topic, SINGLE, name)
+    stamps, visible, _, commits = record_visibility(stack, topic, SINGLE, name, completed_cycles(stack, name))
     lat = (visible - stamps) / 1000
     phases = []
     for (rate, _), (begin, end) in zip(steps, bounds, strict=True):
@@ -576,15 +576,20 @@ def target_lag(partitions: int, steps: list[tuple[int, float]]) -> None:
     print(json.dumps(_rounded({"target_lag_ms": TARGET_LAG_MS, "steps": steps, "runs": runs})))
 
 
-def record_visibility(stack: Stack, topic: str, table_name: str, name: str
+def completed_cycles(stack: Stack, name: str) -> pd.DataFrame:
+    """The ``commit-complete`` events of sink ``name``."""
+    log = read_control_log(stack.bootstrap_servers, sink=name)
+    return log[log["type"] == events.COMMIT_COMPLETE]
+
+
+def record_visibility(stack: Stack, topic: str, table_name: str, name: str, complete: pd.DataFrame
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, dict[int, int], int, int]]]:
     """Each record's Kafka timestamp, when it became readable (the publish of the first commit of sink
-    ``name`` past its offset) and that snapshot's own time (all ms); and the commits (publish ms,
-    snapshot ms, offsets, files, records) in order."""
+    ``name`` past its offset, its ``complete`` cycles standing in for snapshots expired since) and that
+    snapshot's own time (all ms); and the commits (publish ms, snapshot ms, offsets, files, records) in
+    order."""
     table = stack.catalog.load_table(identifier(table_name))
     published = {e.snapshot_id: e.timestamp_ms for e in table.metadata.snapshot_log}
-    log = read_control_log(stack.bootstrap_servers, sink=name)
-    complete = log[log["type"] == events.COMMIT_COMPLETE]
     commits = []  # (publish ms, snapshot ms, offsets, files, records) in commit order
     for snap in table.metadata.snapshots:
         props = snap.summary.additional_properties if snap.summary else {}

@@ -400,10 +400,9 @@ class Coordinator:
         return True
 
     def _abandon(self, cycle: Cycle) -> bool:
-        """Undo a one pass that cannot stand: its stages dropped, its tables and cache forgotten."""
+        """Undo a one pass that cannot stand: its files deleted (it committed nothing, so the tables as
+        loaded stand), its rows and cache forgotten."""
         self._forget_unpublished(cycle)
-        for name in cycle.wrote:
-            self._reload(cycle.states[name])
         cycle.staged.clear()
         cycle.states.clear()
         cycle.rows.clear()
