@@ -141,6 +141,9 @@ class SinkConfig(BaseModel):
     commit_max_records: int | None = None
     commit_max_bytes: int | None = None
     commit_target_lag_ms: int | None = None
+    # How long a running sink keeps trying cycles that fail on a service away for now (errors.transient)
+    # before it is FAILED; -1 forever, 0 never.
+    retry_timeout_ms: int = 600_000
     transforms: list[Transform] = Field(default_factory=list)
     # sinklab.maintenance.* as given: run between cycles by the hook a sink is given (sinklab.maintenance.schedule).
     maintenance_keys: dict[str, str] = Field(default_factory=dict)
@@ -432,6 +435,8 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             out["commit_max_bytes"] = _int(key, value, 1)
         elif key == "sinklab.commit.target-lag-ms":
             out["commit_target_lag_ms"] = _int(key, value, 100)
+        elif key == "sinklab.retry.timeout-ms":
+            out["retry_timeout_ms"] = _int(key, value, -1)
         elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
                 or key.startswith(MAINTENANCE_PREFIX):
             continue  # read as a whole by _transforms, and kept as given for the maintenance schedule

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class SinkError(RuntimeError):
     """Base of the sink's own errors."""
@@ -31,6 +33,78 @@ class KafkaUnavailable(SinkError):
 
 class CommitTimeout(SinkError):
     """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
+
+
+class CycleTooLarge(SinkError):
+    """A cycle's records did not fit in Spark's memory."""
+
+
+# Java exceptions (by class name, as Spark's and py4j's messages carry them, causes included) of a
+# service that is away or slow for now: the broker, the catalog, the object store. A cycle failing on
+# one is aborted and tried again; nothing it did reached a table or the group's offsets.
+_TRANSIENT_JAVA = re.compile(
+    r"java\.io\.(IOException|UncheckedIOException|InterruptedIOException|EOFException)"
+    r"|java\.net\.\w+Exception|java\.util\.concurrent\.TimeoutException"
+    r"|org\.apache\.kafka\.common\.errors\.(?!OffsetOutOfRange|Authorization|Authentication|SerializationException)"
+    r"\w+Exception"
+    r"|org\.apache\.iceberg\.exceptions\.(ServiceUnavailable|ServiceFailure|REST|CommitStateUnknown|CommitFailed"
+    r"|RuntimeIO)Exception"
+    r"|org\.apache\.hc\.\S+(NoHttpResponse|ConnectTimeout|ConnectionClosed|HttpHostConnect)Exception"
+    r"|software\.amazon\.awssdk\.core\.exception\.(SdkClientException|ApiCallTimeoutException"
+    r"|ApiCallAttemptTimeoutException)"
+    r"|S3Exception: .*Status Code: 5\d\d")
+_OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError|SparkOutOfMemoryError")
+
+
+def _java_text(exc: BaseException) -> str | None:
+    """The message of an exception that came from the JVM (py4j's, or PySpark's converted ones)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, (Py4JJavaError, PySparkException)):
+        return str(exc)
+    return None
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    text = _java_text(exc)
+    return text is not None and bool(_OUT_OF_MEMORY.search(text))
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failed cycle is worth trying again as it is: a service it needs was away or slow
+    (Kafka Connect retries a task's RetriableException the same way). Bad records, configuration,
+    fencing and a cycle too large for memory are not: trying again would fail again."""
+    import requests
+    from confluent_kafka import KafkaException
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        CommitStateUnknownException,
+        ServerError,
+        ServiceUnavailableError,
+    )
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (RecordError, TableMissing, SinkFenced, CycleTooLarge)):
+            return False
+        if isinstance(current, (KafkaUnavailable, CommitTimeout, requests.ConnectionError, requests.Timeout,
+                                ServerError, ServiceUnavailableError, CommitStateUnknownException,
+                                CommitFailedException, TimeoutError, ConnectionError)):
+            return True
+        if isinstance(current, OSError) and not isinstance(current, (FileNotFoundError, PermissionError,
+                                                                     IsADirectoryError, NotADirectoryError)):
+            return True  # pyarrow's S3 and HTTP errors
+        if isinstance(current, KafkaException):
+            err = current.args[0] if current.args else None
+            return not (hasattr(err, "fatal") and err.fatal())
+        text = _java_text(current)
+        if text is not None:
+            return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 # Kinds of bad records: the first word of every per-record error, a counter, a DLQ header.

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
+from sinklab.sink.errors import CycleTooLarge, out_of_memory, transient
 from sinklab.sink.pace import Cost, LagTarget, due
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ log = logging.getLogger("sinklab.sink")
 # How often a sink waiting for its next cycle looks at what is waiting in Kafka, with
 # sinklab.commit.max-records/-bytes: a cycle starts at most this late after the trigger is reached.
 TRIGGER_POLL_S = 0.1
+RETRY_DELAY_MAX_S = 10.0
+MAX_FAULTS = 100  # kept in status().faults, the newest
 
 
 @dataclass
@@ -42,9 +45,14 @@ class SinkStatus:
     counters: dict[str, int] = field(default_factory=dict)
     trace: str | None = None
     pace: dict[str, Any] | None = None  # with sinklab.commit.target-lag-ms: what the controller chose (pace.Pace)
+    # While cycles fail on a service away for now: {attempt, since (epoch s), error, next_in_s}.
+    retrying: dict[str, Any] | None = None
+    # What went wrong and when (epoch s), newest last: {at, kind: retry | recovered | failed, detail}.
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        return (f"SinkStatus({self.name}: {self.state}, {self.cycles} cycles, {self.records} records, "
+        retrying = f", retrying ({self.retrying['error']})" if self.retrying else ""
+        return (f"SinkStatus({self.name}: {self.state}{retrying}, {self.cycles} cycles, {self.records} records, "
                 f"lag={sum(self.lag.values())}{', error: ' + self.trace.splitlines()[-1] if self.trace else ''})")
 
 
@@ -85,6 +93,8 @@ class IcebergSink:
                         if self.config.commit_target_lag_ms is not None else None)
         self._last_began: float | None = None
         self._bytes_per_record: float | None = None  # measured: what max-bytes converts waiting records with
+        self._failing_since: float | None = None  # epoch s of the first of the failed cycles in a row
+        self._attempts = 0
 
     @classmethod
     def from_connect_json(cls, path: str | Path, stack: Stack) -> IcebergSink:
@@ -116,20 +126,91 @@ class IcebergSink:
 
     # ---- running
     def run_once(self) -> CycleResult | None:
-        """One commit cycle up to the current end offsets; None when nothing new arrived."""
+        """One commit cycle up to the current end offsets; None when nothing new arrived. A failure
+        leaves the sink FAILED and is raised: a single cycle is not retried."""
+        try:
+            return self._cycle()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    def _cycle(self) -> CycleResult | None:
         with self._cycling:
             began = time.monotonic()
             try:
                 coordinator = self._connect()
                 result = coordinator.run_cycle()
-                self._record(result)
-                self._paced(result, began)
-                if result is not None and self._between_cycles is not None:
-                    self._between(coordinator, result, began)
             except BaseException as exc:
+                if out_of_memory(exc):
+                    raise self._too_large() from exc
+                raise
+            self._record(result)
+            self._paced(result, began)
+            if result is not None and self._between_cycles is not None:
+                self._between(coordinator, result, began)
+            return result
+
+    def _too_large(self) -> CycleTooLarge:
+        plan = self._coordinator.last_plan if self._coordinator is not None else None
+        records = f"{plan.records:,} records" if plan is not None else "records"
+        memory = self.stack.spark_settings.driver_memory
+        return CycleTooLarge(
+            f"sink {self.config.name}: a cycle of {records} did not fit in Spark's memory (driver memory {memory}); "
+            f"set sinklab.cycle.max-records (now {self.config.max_records_per_cycle:,}) lower so that each cycle "
+            f"takes fewer records, or give Spark more memory (spark.driver.memory, spark.executor.memory)")
+
+    def _attempt(self) -> tuple[bool, CycleResult | None]:
+        """One cycle of a running sink: (True, its result), or (False, None) when it failed on a service
+        away for now (``errors.transient``) and will be tried again after ``retry_delay_s``, as Kafka
+        Connect retries a task's RetriableException. The failed cycle's coordinator is dropped (its
+        Kafka transaction is aborted when the next one starts, as a restarted task's would be). Any
+        other failure, or one past sinklab.retry.timeout-ms of failing, leaves the sink FAILED and is raised."""
+        try:
+            result = self._cycle()
+        except BaseException as exc:
+            timeout_ms = self.config.retry_timeout_ms
+            failing_ms = (time.time() - self._failing_since) * 1000 if self._failing_since is not None else 0
+            if not transient(exc) or timeout_ms == 0 or (timeout_ms > 0 and failing_ms > timeout_ms):
                 self._fail(exc)
                 raise
-            return result
+            self._retry(exc)
+            return False, None
+        if self._failing_since is not None:
+            with self._lock:
+                since, self._failing_since, self._status.retrying = self._failing_since, None, None
+            self._note_fault("recovered", f"after {time.time() - since:.1f} s of failed cycles")
+            log.warning("sink %s: recovered after %.1f s of failed cycles", self.config.name, time.time() - since)
+        return True, result
+
+    def _retry(self, exc: BaseException) -> None:
+        with self._lock:
+            self._failing_since = self._failing_since or time.time()
+            self._attempts = self._attempts + 1 if self._status.retrying else 1
+            self._status.counters["retries"] = self._status.counters.get("retries", 0) + 1
+            self._status.retrying = {"attempt": self._attempts, "since": self._failing_since,
+                                     "error": _one_line(exc), "next_in_s": self.retry_delay_s()}
+        self._fault("retry", exc)
+        log.warning("sink %s: cycle failed (%s); trying again in %.0f s (attempt %d, failing for %.1f s)",
+                    self.config.name, _one_line(exc), self.retry_delay_s(), self._attempts,
+                    time.time() - self._failing_since)
+        coordinator, self._coordinator = self._coordinator, None
+        if coordinator is not None:
+            try:
+                coordinator.close()
+            except Exception as close_exc:  # noqa: BLE001 - a new coordinator is made either way
+                log.warning("sink %s: closing the failed cycle's coordinator: %s", self.config.name, close_exc)
+
+    def retry_delay_s(self) -> float:
+        """The wait before the next attempt after a failed one: 1 s, doubling, at most RETRY_DELAY_MAX_S."""
+        return min(RETRY_DELAY_MAX_S, 2.0 ** max(0, self._attempts - 1))
+
+    def _fault(self, kind: str, exc: BaseException) -> None:
+        self._note_fault(kind, _one_line(exc))
+
+    def _note_fault(self, kind: str, detail: str) -> None:
+        with self._lock:
+            self._status.faults.append({"at": time.time(), "kind": kind, "detail": detail})
+            del self._status.faults[:-MAX_FAULTS]
 
     def _between(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
         """The between-cycles hook, in the wait for the next cycle; what it takes beyond that wait
@@ -148,12 +229,18 @@ class IcebergSink:
                 self._status.counters[key] = self._status.counters.get(key, 0) + value
 
     def run_until_idle(self, idle_seconds: float) -> int:
-        """Cycles at the sink's pace until ``idle_seconds`` pass with nothing new; returns cycles run."""
+        """Cycles at the sink's pace until ``idle_seconds`` pass with nothing new; returns cycles run.
+        Failed cycles are retried as in ``start``; time spent failing does not count as idle."""
         idle_since = time.monotonic()
         cycles = 0
         while not self._stop.is_set():
             began = time.monotonic()
-            if self.run_once() is not None:
+            ok, result = self._attempt()
+            if not ok:
+                self._stop.wait(self.retry_delay_s())
+                idle_since = time.monotonic()
+                continue
+            if result is not None:
                 cycles += 1
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since >= idle_seconds:
@@ -208,16 +295,20 @@ class IcebergSink:
         if self._thread is not None and self._thread.is_alive():
             return self
         self._stop.clear()
+        self._failing_since, self._attempts = None, 0
         self._set_state("RUNNING")
 
         def loop() -> None:
             while not self._stop.is_set():
                 began = time.monotonic()
                 try:
-                    self.run_once()
+                    ok, _ = self._attempt()
                 except BaseException:  # noqa: BLE001 - recorded in status() as FAILED with its trace
                     return
-                self._wait_for_next(began)
+                if ok:
+                    self._wait_for_next(began)
+                else:
+                    self._stop.wait(self.retry_delay_s())
             self._set_state("STOPPED")
 
         self._thread = threading.Thread(target=loop, name=f"sinklab-{self.config.name}", daemon=True)
@@ -242,7 +333,7 @@ class IcebergSink:
 
     def status(self) -> SinkStatus:
         with self._lock:
-            status = SinkStatus(**{**self._status.__dict__})
+            status = SinkStatus(**{**self._status.__dict__, "faults": list(self._status.faults)})
         if self._coordinator is not None:
             status.lag = self._coordinator.lag()
         if self._target is not None:
@@ -259,6 +350,8 @@ class IcebergSink:
         with self._lock:
             self._status.state = "FAILED"
             self._status.trace = "".join(traceback.format_exception(exc))
+            self._status.retrying = None
+        self._fault("failed", exc)
 
     def _record(self, result: CycleResult | None) -> None:
         with self._lock:
@@ -277,3 +370,8 @@ class IcebergSink:
                 "tables": {name: s.snapshot_id for name, s in result.tables.items()},
                 "vtts_ms": result.vtts_ms, "duration_ms": result.duration_ms, "at": time.time(),
             }
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]

@@ -1,0 +1,179 @@
+"""A running sink tries a cycle again when a service it needs is away for now, and only then."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import requests
+from confluent_kafka import KafkaError, KafkaException
+from helpers import sink_config
+from py4j.protocol import Py4JJavaError
+from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, ServiceUnavailableError
+
+from sinklab.sink import IcebergSink, RecordError
+from sinklab.sink import sink as sink_module
+from sinklab.sink.errors import CycleTooLarge, KafkaUnavailable, SinkFenced, out_of_memory, transient
+from sinklab.stack.spark import SparkSettings
+
+
+class JavaError(Py4JJavaError):
+    """What py4j raises for a Java exception, with its text given (no JVM in these tests)."""
+
+    def __init__(self, text: str):
+        Exception.__init__(self, text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("exc", [
+    KafkaUnavailable("broker away"),
+    requests.ConnectionError("refused"),
+    ServiceUnavailableError("503"),
+    CommitStateUnknownException("lost"),
+    KafkaException(KafkaError(KafkaError._TRANSPORT, "broker down")),
+    JavaError("org.apache.spark.SparkException: Job aborted ... Caused by: java.net.ConnectException: refused"),
+    JavaError("Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired"),
+    JavaError("software.amazon.awssdk.services.s3.model.S3Exception: slow down (Service: S3, Status Code: 503)"),
+    JavaError("org.apache.iceberg.exceptions.ServiceFailureException: Server error: 500"),
+    OSError("AWS Error NETWORK_CONNECTION during PutObject"),
+], ids=lambda e: type(e).__name__)
+def test_services_away_for_now_are_transient(exc: BaseException) -> None:
+    assert transient(exc)
+
+
+@pytest.mark.parametrize("exc", [
+    RecordError("t", 0, 5, "db.t", "malformed-json: x"),
+    SinkFenced("newer instance"),
+    NoSuchTableError("db.t"),
+    CycleTooLarge("too many"),
+    KafkaException(KafkaError(KafkaError._FATAL, "fatal", fatal=True)),
+    JavaError("org.apache.spark.sql.AnalysisException: cannot resolve column"),
+    JavaError("java.lang.OutOfMemoryError: Java heap space ... Caused by: java.io.IOException"),
+    JavaError("software.amazon.awssdk.services.s3.model.S3Exception: denied (Service: S3, Status Code: 403)"),
+    FileNotFoundError("manifest gone"),
+    TypeError("a bug"),
+], ids=lambda e: type(e).__name__)
+def test_what_would_fail_again_is_not(exc: BaseException) -> None:
+    assert not transient(exc)
+
+
+def test_the_cause_decides() -> None:
+    try:
+        try:
+            raise requests.ConnectionError("refused")
+        except requests.ConnectionError as inner:
+            raise RuntimeError("publishing failed") from inner
+    except RuntimeError as outer:
+        assert transient(outer)
+    assert out_of_memory(JavaError("java.lang.OutOfMemoryError: Java heap space"))
+
+
+class Flaky:
+    """A coordinator whose cycles fail with the given errors first, then commit one record each."""
+
+    made = 0
+
+    def __init__(self, failures: list[BaseException]):
+        self.failures = failures
+        self.closed = False
+        self.last_plan = None
+        Flaky.made += 1
+
+    def run_cycle(self) -> Any:
+        if self.failures:
+            raise self.failures.pop(0)
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def lag(self) -> dict[str, int]:
+        return {}
+
+
+def flaky_sink(failures: list[BaseException], **extra: str) -> tuple[IcebergSink, list[Flaky]]:
+    # No stack: the coordinator is this test's; the settings are what an error message names.
+    stack = SimpleNamespace(spark_settings=SparkSettings())
+    sink = IcebergSink(stack, sink_config("t", **{"iceberg.control.commit.interval-ms": "100", **extra}))  # type: ignore[arg-type]
+    made: list[Flaky] = []
+
+    def connect() -> Flaky:
+        if sink._coordinator is None:
+            made.append(Flaky(failures))
+            sink._coordinator = made[-1]  # type: ignore[assignment]
+        return sink._coordinator  # type: ignore[return-value]
+
+    sink._connect = connect  # type: ignore[method-assign]
+    return sink, made
+
+
+def test_transient_failures_are_retried_with_a_fresh_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 0.05)
+    sink, made = flaky_sink([KafkaUnavailable("broker away"), requests.ConnectionError("catalog refused")])
+    sink.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(f["kind"] == "recovered" for f in sink.status().faults):
+        time.sleep(0.02)
+    status = sink.status()
+    sink.stop()
+    assert [f["kind"] for f in status.faults] == ["retry", "retry", "recovered"]
+    assert "KafkaUnavailable: broker away" in status.faults[0]["detail"]
+    assert status.state == "RUNNING" and status.retrying is None and status.counters["retries"] == 2
+    assert len(made) == 3 and made[0].closed and made[1].closed  # each failed cycle's coordinator was dropped
+
+
+def test_retrying_shows_in_status_while_it_lasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 5)
+    sink, _ = flaky_sink([ServiceUnavailableError("503 from the catalog")] * 3)
+    sink.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sink.status().retrying is None:
+        time.sleep(0.02)
+    status = sink.status()
+    sink.stop()
+    assert status.state == "RUNNING"
+    assert status.retrying is not None and status.retrying["attempt"] == 1
+    assert "503 from the catalog" in status.retrying["error"] and "retrying" in repr(status)
+
+
+def test_a_permanent_failure_is_failed_at_once() -> None:
+    sink, made = flaky_sink([RecordError("t", 0, 7, "t.pizzas", "malformed-json: nope")])
+    sink.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sink.status().state != "FAILED":
+        time.sleep(0.02)
+    status = sink.status()
+    sink.stop()
+    assert status.state == "FAILED" and "t[0]@7" in (status.trace or "")
+    assert [f["kind"] for f in status.faults] == ["failed"] and len(made) == 1
+
+
+def test_past_the_retry_timeout_the_sink_is_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 0.1)
+    sink, _ = flaky_sink([KafkaUnavailable("broker away")] * 100, **{"sinklab.retry.timeout-ms": "300"})
+    with pytest.raises(KafkaUnavailable):
+        sink.run_until_idle(60)
+    status = sink.status()
+    assert status.state == "FAILED" and status.counters["retries"] >= 2
+    assert status.faults[-1]["kind"] == "failed"
+
+
+def test_run_once_is_never_retried() -> None:
+    sink, _ = flaky_sink([KafkaUnavailable("broker away")])
+    with pytest.raises(KafkaUnavailable):
+        sink.run_once()
+    assert sink.status().state == "FAILED"
+
+
+def test_an_out_of_memory_cycle_names_the_setting_that_fits_it() -> None:
+    sink, _ = flaky_sink([JavaError("org.apache.spark.SparkException: Job aborted: java.lang.OutOfMemoryError: "
+                                    "Java heap space")], **{"sinklab.cycle.max-records": "50000"})
+    with pytest.raises(CycleTooLarge, match=r"sinklab.cycle.max-records \(now 50,000\) lower") as failed:
+        sink.run_until_idle(5)
+    assert isinstance(failed.value.__cause__, Py4JJavaError)
+    assert sink.status().state == "FAILED"
