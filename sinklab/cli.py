@@ -55,8 +55,11 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     # A stack that had a schema registry gets it back: its schemas are in the workdir.
     registry = args.schema_registry or bool(previous and previous.kind == "embedded" and "schema-registry" in
                                             previous.ports)
+    if previous is not None and previous.kind == "embedded" and args.brokers not in (None, previous.brokers):
+        raise CliError(f"the workdir {path.parent} holds a stack of {previous.brokers} broker(s), whose data a "
+                       f"stack of {args.brokers} cannot take over; use another --workdir")
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
-                           connect_port=args.connect_port, schema_registry=registry)
+                           connect_port=args.connect_port, schema_registry=registry, brokers=args.brokers)
     try:
         stack.write(path)
     except BaseException:
@@ -65,7 +68,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     restarted = [name for name in stack.info.pids if not (resume and resume.pids.get(name) == stack.info.pids[name])]
     info = stack.detach()
     print(f"stack ready in {time.monotonic() - started:.1f}s ({', '.join(restarted)} started); described in {path}")
-    print(f"  bootstrap_servers  {info.bootstrap_servers}")
+    print(f"  bootstrap_servers  {info.bootstrap_servers}" + (f"  ({info.brokers} brokers, every topic on each)"
+                                                          if info.brokers > 1 else ""))
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
     print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")
@@ -414,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "first; needs a Docker engine)")
     up.add_argument("--connect-port", type=int,
                     help="port of the stack's Kafka Connect REST API (default: a free one; 8083 is Connect's)")
+    up.add_argument("--brokers", type=int, choices=[1, 3],
+                    help="Kafka nodes: 1 (the default), or 3 replicating every topic (a node may die); a stack "
+                         "started again keeps its count")
     up.add_argument("--schema-registry", action="store_true",
                     help="also start a Confluent-compatible schema registry (Apicurio Registry; for Avro topics); "
                          "its URL goes into stack.json as schema_registry_url")

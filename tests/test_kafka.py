@@ -8,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
 from helpers import order_ids, produce, sink_config
 from test_broker import consume_all
 
@@ -66,6 +68,60 @@ def test_killed_broker_comes_back_with_stack_up(tmp_path: Path) -> None:
         group = Consumer({"bootstrap.servers": info.bootstrap_servers, "group.id": "g"})
         assert group.committed([TopicPartition("kept", 0)], timeout=10)[0].offset == 321
         group.close()
+    finally:
+        stop_recorded(info)
+
+
+def test_three_brokers_replicate_and_a_dead_one_comes_back_with_stack_up(tmp_path: Path) -> None:
+    workdir = tmp_path / "three"
+    up = sinklab("stack", "up", "--workdir", str(workdir), "--brokers", "3")
+    assert up.returncode == 0, up.stderr
+    info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+    try:
+        assert info.brokers == 3 and len(info.bootstrap_servers.split(",")) == 3
+        assert {"broker", "broker-2", "broker-3"} <= set(info.pids)
+        producer = Producer({"bootstrap.servers": info.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+        for i in range(300):
+            producer.produce("replicated", value=f"v{i}".encode())
+        assert producer.flush(30) == 0
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": info.bootstrap_servers})
+        meta = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions[0]
+        assert sorted(meta.replicas) == [1, 2, 3] and sorted(meta.isrs) == [1, 2, 3]
+        # A transactional producer creates __transaction_state, a group's commit __consumer_offsets.
+        Producer({"bootstrap.servers": info.bootstrap_servers, "transactional.id": "t"}).init_transactions(30)
+        group = Consumer({"bootstrap.servers": info.bootstrap_servers, "group.id": "g"})
+        group.commit(offsets=[TopicPartition("replicated", 0, 1)], asynchronous=False)
+        group.close()
+        for topic in ("__consumer_offsets", "__transaction_state"):
+            internal = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+            assert len(internal.replicas) == 3, topic
+        configs = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")])
+        broker_config = next(iter(configs.values())).result()
+        assert broker_config["min.insync.replicas"].value == "2"
+        assert broker_config["transaction.state.log.min.isr"].value == "2"
+
+        # The leader dies: the records are on the other two, which carry on without it.
+        leader = "broker" if meta.leader == 1 else f"broker-{meta.leader}"
+        kill(info.pids[leader])
+        deadline = time.monotonic() + 60  # the controller moves the leadership once the node's session ends
+        while admin.list_topics("replicated", timeout=10).topics["replicated"].partitions[0].leader == meta.leader:
+            assert time.monotonic() < deadline, "the partition kept its dead leader"
+            time.sleep(0.5)
+        assert sorted(consume_all(info.bootstrap_servers, "replicated")) == sorted(f"v{i}".encode()
+                                                                                  for i in range(300))
+        again = sinklab("stack", "up", "--workdir", str(workdir))
+        assert again.returncode == 0, again.stderr
+        assert f"({leader} started)" in again.stdout
+        back = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+        assert back.bootstrap_servers == info.bootstrap_servers and back.brokers == 3
+        assert back.pids[leader] != info.pids[leader]
+        assert all(back.pids[n] == info.pids[n] for n in ("broker", "broker-2", "broker-3", "catalog") if n != leader)
+        info = back
+        assert sinklab("stack", "down", "--workdir", str(workdir)).returncode == 0
+        refused = sinklab("stack", "up", "--workdir", str(workdir), "--brokers", "1")
+        assert refused.returncode == 1 and "holds a stack of 3 broker(s)" in refused.stderr
     finally:
         stop_recorded(info)
 

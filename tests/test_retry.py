@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -98,7 +99,7 @@ class Flaky:
 
 def flaky_sink(failures: list[BaseException], **extra: str) -> tuple[IcebergSink, list[Flaky]]:
     # No stack: the coordinator is this test's; the settings are what an error message names.
-    stack = SimpleNamespace(spark_settings=SparkSettings())
+    stack = SimpleNamespace(spark_settings=SparkSettings(), spark_log=Path("/nonexistent/spark.log"))
     sink = IcebergSink(stack, sink_config("t", **{"iceberg.control.commit.interval-ms": "100", **extra}))  # type: ignore[arg-type]
     made: list[Flaky] = []
 

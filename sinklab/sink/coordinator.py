@@ -225,7 +225,8 @@ class Coordinator:
         # Its one informational line at close ("Purging 1 unserved events") is no news to a notebook.
         admin = AdminClient({"log_level": 4, **self.kafka_conf})
         if topic not in admin.list_topics(timeout=10).topics:
-            futures = admin.create_topics([NewTopic(topic, 1, 1)])
+            # The broker's default replication (3 on a replicated cluster): the log must outlive a broker.
+            futures = admin.create_topics([NewTopic(topic, 1, -1)])
             try:
                 futures[topic].result(30)
             except KafkaException as exc:

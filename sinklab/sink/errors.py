@@ -62,7 +62,10 @@ def _java_text(exc: BaseException) -> str | None:
     from pyspark.errors import PySparkException
 
     if isinstance(exc, (Py4JJavaError, PySparkException)):
-        return str(exc)
+        try:
+            return str(exc)
+        except Exception:  # noqa: BLE001 - py4j asks the JVM for the text, and the JVM may be gone
+            return ""
     return None
 
 

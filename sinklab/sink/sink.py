@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import traceback
@@ -137,11 +138,13 @@ class IcebergSink:
     def _cycle(self) -> CycleResult | None:
         with self._cycling:
             began = time.monotonic()
+            logged = _size(self.stack.spark_log)
             try:
                 coordinator = self._connect()
                 result = coordinator.run_cycle()
             except BaseException as exc:
-                if out_of_memory(exc):
+                # In local mode a task out of memory ends the whole JVM, and only its log says why.
+                if out_of_memory(exc) or _logged_out_of_memory(self.stack.spark_log, logged):
                     raise self._too_large() from exc
                 raise
             self._record(result)
@@ -153,7 +156,8 @@ class IcebergSink:
     def _too_large(self) -> CycleTooLarge:
         plan = self._coordinator.last_plan if self._coordinator is not None else None
         records = f"{plan.records:,} records" if plan is not None else "records"
-        memory = self.stack.spark_settings.driver_memory
+        settings = self.stack.spark_settings
+        memory = settings.conf.get("spark.driver.memory", settings.driver_memory)
         return CycleTooLarge(
             f"sink {self.config.name}: a cycle of {records} did not fit in Spark's memory (driver memory {memory}); "
             f"set sinklab.cycle.max-records (now {self.config.max_records_per_cycle:,}) lower so that each cycle "
@@ -373,5 +377,25 @@ class IcebergSink:
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+    """The exception in a line; for one from the JVM (py4j's "An error occurred while calling o79.sql."),
+    the Java exception's own line, which says what failed."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip()]
+    java = next((line for line in lines[1:] if re.match(r"[\w.$]+(Exception|Error)\b", line)), None)
+    return f"{type(exc).__name__}: {java or (lines[0] if lines else '')}"[:300]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _logged_out_of_memory(path: Path, since: int) -> bool:
+    """Whether the Spark driver's log says, past offset ``since``, that the JVM ran out of memory."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(since)
+            return b"java.lang.OutOfMemoryError" in log.read(16 * 2**20)
+    except OSError:
+        return False

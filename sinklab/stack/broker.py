@@ -1,8 +1,12 @@
-"""The embedded broker: Apache Kafka in KRaft mode, one combined broker+controller node, on loopback.
+"""The embedded broker: Apache Kafka in KRaft mode, on loopback; one node, or a cluster of three.
 
-Its data, metadata and log live in ``<workdir>/broker``; a broker started again on the same workdir
-(``sinklab stack up``) keeps topics, records and committed offsets, and takes its old ports back when
-they are free, so that running clients reconnect to it.
+Every node is a combined broker+controller: three nodes are three JVMs (not six) on a laptop, and
+any one of them may die with the controller quorum (two of three) and every partition (replicated
+three times, two in sync) still there. A production cluster would run its controllers apart.
+
+A node's data, metadata and log live in ``<workdir>/broker`` (node 1) or ``<workdir>/broker-N``; a
+node started again on the same workdir (``sinklab stack up``) keeps topics, records and committed
+offsets, and takes its old ports back when they are free, so that running clients reconnect to it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,23 @@ SINGLE_NODE = {
     "transaction.state.log.num.partitions": "1",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+}
+# Three nodes: everything the sink and the generators write is on every node and acknowledged by two
+# (producers ask for acks=all), so a node can die without a record or an offset going with it.
+REPLICATED = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "1",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "unclean.leader.election.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
     "num.partitions": "1",
     "auto.create.topics.enable": "true",
@@ -56,22 +77,57 @@ def broker_ready(bootstrap: str) -> bool:
     return bool(metadata.brokers)
 
 
+def node_name(node_id: int) -> str:
+    """The name of a node's directory, log, and entry in stack.json's pids and ports: node 1 is
+    ``broker`` (as a one-node stack's only node always was), the others ``broker-N``."""
+    return "broker" if node_id == 1 else f"broker-{node_id}"
+
+
+def cluster(workdir: Path, nodes: int, ports: dict[str, int] | None = None) -> list[EmbeddedBroker]:
+    """The nodes of a stack's Kafka, on their old ports (``ports``, as stack.json records them) where
+    given; one cluster id for all, read back from a node formatted before."""
+    ports = ports or {}
+    names = [node_name(n) for n in range(1, nodes + 1)]
+    listener = {n: ports.get(name) or free_port() for n, name in enumerate(names, 1)}
+    controller = {n: ports.get(f"controller{name.removeprefix('broker')}") or free_port()
+                  for n, name in enumerate(names, 1)}
+    known = None
+    for name in names:
+        meta = workdir / name / "data" / "meta.properties"
+        if meta.exists():
+            known = next((line.split("=", 1)[1].strip() for line in meta.read_text().splitlines()
+                          if line.startswith("cluster.id=")), None)
+            break
+    cluster_id = known or _cluster_id()
+    return [EmbeddedBroker(workdir, listener[n], controller[n], node_id=n, voters=controller, cluster_id=cluster_id)
+            for n in range(1, nodes + 1)]
+
+
 def _cluster_id() -> str:
     # Kafka's Uuid text form: URL-safe base64 of 16 random bytes, unpadded.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class EmbeddedBroker:
-    """``kafka.Kafka`` as a managed JVM; the storage is formatted once, the first time."""
+    """``kafka.Kafka`` as a managed JVM; the storage is formatted once, the first time.
 
-    def __init__(self, workdir: Path, port: int | None = None, controller_port: int | None = None):
+    A node of a cluster knows every node's controller port (``voters``, node id -> port); ``start``
+    waits until it answers, which a node of a cluster only does once a majority of them runs: start
+    them all (``begin``), then wait for each (``wait_ready``)."""
+
+    def __init__(self, workdir: Path, port: int | None = None, controller_port: int | None = None,
+                 node_id: int = 1, voters: dict[int, int] | None = None, cluster_id: str | None = None):
         self.workdir = workdir
+        self.node_id = node_id
         self.port = port or free_port()
         self.controller_port = controller_port or free_port()
-        self.home = workdir / "broker"
+        self.voters = voters or {node_id: self.controller_port}
+        self.cluster_id = cluster_id
+        self.name = node_name(node_id)
+        self.home = workdir / self.name
         self.data_dir = self.home / "data"
         self.config_path = self.home / "server.properties"
-        self.process = ManagedProcess("broker (Apache Kafka)", [], workdir / "logs" / "broker.log")
+        self.process = ManagedProcess(f"{self.name} (Apache Kafka)", [], workdir / "logs" / f"{self.name}.log")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -80,18 +136,23 @@ class EmbeddedBroker:
     def properties(self) -> dict[str, str]:
         return {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{LOOPBACK}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(f"{n}@{LOOPBACK}:{p}" for n, p in sorted(self.voters.items())),
             "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
-            **SINGLE_NODE,
+            **(SINGLE_NODE if len(self.voters) == 1 else REPLICATED),
         }
 
     def start(self, timeout: float = 90) -> None:
+        self.begin()
+        self.wait_ready(timeout)
+
+    def begin(self) -> None:
+        """Start the process without waiting for it to answer."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         (self.home / "log4j2.properties").write_text(LOG4J2)
@@ -101,12 +162,14 @@ class EmbeddedBroker:
         self.process.argv = [jars.java(), *JVM_OPTS, f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
                              "-cp", classpath, "kafka.Kafka", str(self.config_path)]
         self.process.start()
+
+    def wait_ready(self, timeout: float = 90) -> None:
         self.process.wait_ready(lambda: broker_ready(self.bootstrap_servers), timeout)
 
     def _format(self, classpath: str) -> None:
         argv = [jars.java(), f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}", "-cp", classpath,
-                "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(self.config_path),
-                "--ignore-formatted"]
+                "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id or _cluster_id()}",
+                "-c", str(self.config_path), "--ignore-formatted"]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise ProcessError(f"formatting the broker's storage in {self.data_dir} failed:\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -175,18 +176,29 @@ def stop_spark(spark: SparkSession, timeout: float = 30) -> None:
     A driver's classpath is fixed when its JVM starts, so a later session with other jars (an S3
     stack after a local one, in one notebook) needs a fresh JVM, not just a fresh SparkContext.
     """
+    from py4j.protocol import Py4JError
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
     if spark.sparkContext._jsc is None:
         # Stopped already, and its JVM with it: a process has one Spark driver, which another Stack of
         # the process (one whose ``spark`` got this same session) may have stopped first.
         return
     gateway = SparkContext._gateway
-    spark.stop()
+    try:
+        spark.stop()
+    except (Py4JError, OSError):
+        # The JVM is gone or going (out of memory, killed): nothing to stop there; pyspark's own stop
+        # gave up half way, so forget the session here, and a new one can start.
+        spark.sparkContext._jsc = None
+        SparkContext._active_spark_context = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
     if gateway is None:
         return
     proc = getattr(gateway, "proc", None)
-    gateway.shutdown()
+    with contextlib.suppress(Py4JError, OSError):
+        gateway.shutdown()
     SparkContext._gateway = None
     SparkContext._jvm = None
     if proc is None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from sinklab.stack.broker import EmbeddedBroker
+from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
 from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_leader_first, stop_pid
@@ -53,6 +53,8 @@ class StackInfo(BaseModel):
     connect_url: str | None = None
     # The Confluent-compatible schema registry (Avro converters' schema.registry.url), when one runs.
     schema_registry_url: str | None = None
+    # Nodes of the embedded Kafka (bootstrap_servers lists each): 1, or 3 replicating every topic.
+    brokers: int = 1
 
 
 class Stack:
@@ -65,7 +67,7 @@ class Stack:
     def __init__(self, info: StackInfo, spark_settings: SparkSettings | None = None):
         self.info = info
         self.spark_settings = spark_settings or SparkSettings(master=info.spark_master)
-        self._broker: EmbeddedBroker | None = None
+        self._brokers: list[EmbeddedBroker] = []
         self._catalog_server: EmbeddedCatalog | None = None
         self._s3: EmbeddedS3 | None = None
         self._connect: EmbeddedConnect | None = None
@@ -89,6 +91,7 @@ class Stack:
         connect: bool = True,
         connect_port: int | None = None,
         schema_registry: bool = False,
+        brokers: int | None = None,
     ) -> Stack:
         """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use).
 
@@ -101,6 +104,10 @@ class Stack:
         and written through Iceberg's ``S3FileIO``. moto keeps objects in memory, so an S3
         warehouse lasts as long as its server.
 
+        ``brokers=3`` runs Kafka as three nodes (``sinklab.stack.broker``): every topic replicated to all
+        three, two in sync, so that the stack lives through a node's death as a production cluster does;
+        the default is one node (a stack resumed keeps its count).
+
         ``connect`` also starts the Kafka Connect REST server (``sinklab.connect``, its own process;
         its Spark starts with the first connector) on ``connect_port`` or a free port; its URL is
         ``info.connect_url``. Its connectors live in ``workdir/connect`` and resume with it.
@@ -109,6 +116,12 @@ class Stack:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
         if storage == "s3":
             require_moto()  # before anything is created that would need cleaning up
+        nodes = brokers if brokers is not None else resume.brokers if resume is not None else 1
+        if nodes not in (1, 3):
+            raise ValueError(f"brokers must be 1 or 3, not {nodes}")
+        if resume is not None and resume.brokers != nodes:
+            raise ProcessError(f"the stack in {resume.workdir} has {resume.brokers} broker(s), not {nodes}; stop it "
+                               f"and start it in another workdir to change that")
         owned = None
         if workdir is None:
             owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
@@ -116,8 +129,9 @@ class Stack:
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         running = {name: pid for name, pid in (resume.pids if resume else {}).items() if pid and pid_alive(pid)}
-        ports = {name: port for name, port in (resume.ports if resume else {}).items() if name in running
-                 or port_free(port)}
+        # A port stays when its process runs (a node's controller port is its broker's process) or is free.
+        ports = {name: port for name, port in (resume.ports if resume else {}).items()
+                 if name in running or name.replace("controller", "broker") in running or port_free(port)}
         if connect_port is not None:
             if "connect" in running and ports.get("connect") != connect_port:
                 raise ProcessError(f"the stack's Connect server already runs on port {ports.get('connect')}, "
@@ -126,7 +140,7 @@ class Stack:
                 raise ProcessError(f"Connect port {connect_port} is in use")
             ports["connect"] = connect_port
         connect_server = EmbeddedConnect(workdir, port=ports.get("connect")) if connect else None
-        broker = EmbeddedBroker(workdir, port=ports.get("broker"), controller_port=ports.get("controller"))
+        kafka = cluster(workdir, nodes, ports)
         s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
         if s3 is None:
             catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"))
@@ -140,7 +154,7 @@ class Stack:
                                       io_properties=s3.client_properties(), db=db)
         info = StackInfo(
             kind="embedded",
-            bootstrap_servers=broker.bootstrap_servers,
+            bootstrap_servers=",".join(b.bootstrap_servers for b in kafka),
             catalog_uri=catalog.uri,
             catalog_name=catalog_name,
             warehouse=catalog.warehouse,
@@ -148,7 +162,10 @@ class Stack:
             workdir=str(workdir),
             storage=storage,
             pids=dict(running),
-            ports={"broker": broker.port, "controller": broker.controller_port, "catalog": catalog.port,
+            brokers=nodes,
+            ports={**{k: v for b in kafka for k, v in ((b.name, b.port), (b.name.replace("broker", "controller"),
+                                                                           b.controller_port))},
+                   "catalog": catalog.port,
                    **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {})},
             connect_url=connect_server.url if connect_server else None,
         )
@@ -162,10 +179,14 @@ class Stack:
         stack = cls(info, spark)
         stack._owned_workdir = owned
         try:
-            if "broker" not in running:
-                stack._broker = broker
-                broker.start()
-                stack.info.pids["broker"] = broker.process.pid or 0
+            # All nodes before waiting for any: a node of three answers once two of them run.
+            starting = [b for b in kafka if b.name not in running]
+            for b in starting:
+                stack._brokers.append(b)
+                b.begin()
+                stack.info.pids[b.name] = b.process.pid or 0
+            for b in starting:
+                b.wait_ready()
             # The S3 server before the catalog, which creates its FileIO on it.
             if s3 is not None and "s3" not in running:
                 stack._s3 = s3
@@ -296,19 +317,39 @@ class Stack:
         except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
             errors.append(exc)
         # The Connect server first: its sinks finish their cycle while broker and catalog still answer.
-        for proc in (self._connect, self._registry, self._catalog_server, self._s3, self._broker):
+        for proc in (self._connect, self._registry, self._catalog_server, self._s3, *self._brokers):
             if proc is None:
                 continue
             try:
                 proc.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest, re-raised below
                 errors.append(exc)
-        self._connect = self._registry = self._catalog_server = self._s3 = self._broker = None
+        self._connect = self._registry = self._catalog_server = self._s3 = None
+        self._brokers = []
         if self._owned_workdir is not None:
             shutil.rmtree(self._owned_workdir, ignore_errors=True)
             self._owned_workdir = None
         if errors:
             raise errors[0]
+
+    def revive(self, timeout: float = 90) -> list[str]:
+        """Start again, on their old ports, the processes this object started that have died (a broker
+        node, the catalog, the S3 server): what `sinklab stack up` does for a workdir. Returns their names."""
+        revived = []
+        for proc in (self._s3, self._catalog_server):
+            if proc is not None and not pid_alive(proc.process.pid or 0):
+                proc.process.stop()  # reaps it
+                proc.start()
+                self.info.pids[_name_of(proc)] = proc.process.pid or 0
+                revived.append(_name_of(proc))
+        dead = [b for b in self._brokers if not pid_alive(b.process.pid or 0)]
+        for b in dead:
+            b.process.stop()
+            b.begin()
+            self.info.pids[b.name] = b.process.pid or 0
+        for b in dead:
+            b.wait_ready(timeout)
+        return revived + [b.name for b in dead]
 
     def stop_spark(self, timeout: float = 30) -> None:
         """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.
@@ -323,7 +364,8 @@ class Stack:
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
-        self._broker = self._catalog_server = self._s3 = self._connect = self._registry = None
+        self._catalog_server = self._s3 = self._connect = self._registry = None
+        self._brokers = []
         self._owned_workdir = None
         return self.info
 
@@ -435,8 +477,9 @@ class Stack:
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()
+        # The broker's default replication: 1 on one node, 3 on three (with two in sync).
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+            [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config or {})],
             request_timeout=timeout,
         )
         try:
@@ -470,6 +513,10 @@ def stop_recorded(info: StackInfo) -> list[str]:
             stop_pid(pid, timeout=15)
         stopped.append(name)
     return stopped
+
+
+def _name_of(proc: EmbeddedCatalog | EmbeddedS3) -> str:
+    return "s3" if isinstance(proc, EmbeddedS3) else "catalog"
 
 
 def _cmdline(pid: int) -> str:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sinklab.sink import IcebergSink
 
 PANELS = ("snapshots", "cadence", "freshness", "lag", "files", "fan_out")
+TIME_CELLS = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]  # the grid's panels over time (all but fan-out's)
 PANEL_HEIGHT = 330
 
 
@@ -133,6 +134,7 @@ class Dashboard:
             self.header = self._header_html(lag)
             self.live = figures.combine([self.figures[name] for name in PANELS], title=self._title(lag),
                                         height_per_row=PANEL_HEIGHT)
+            figures.mark_faults(self.live, self.sink.status().faults, TIME_CELLS)
         self._show()
         return self.frames
 
@@ -144,6 +146,12 @@ class Dashboard:
         clock = (f"target lag {status.pace['target_ms'] / 1000:g} s, interval {interval_ms / 1000:.2f} s"
                  if status.pace else f"commit interval {interval_ms / 1000:g} s")
         parts = [f"{status.cycles} cycles, {status.records:,} records", clock, f"lag {behind:,}"]
+        if status.retrying:
+            r = status.retrying
+            parts.insert(0, f"retrying: {r['attempt']} cycles failed in {time.time() - r['since']:.0f} s "
+                            f"({r['error']}), next in {r['next_in_s']:.0f} s")
+        elif status.counters.get("retries"):
+            parts.append(f"{status.counters['retries']} cycles retried, recovered")
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")

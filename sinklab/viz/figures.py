@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -473,4 +474,40 @@ def plot_metadata(meta: pd.DataFrame, title: str = "Table metadata: size and sna
     fig.update_xaxes(title_text="metadata written at (UTC)")
     fig.update_yaxes(title_text="metadata file (KiB)", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="snapshots listed", rangemode="tozero", showgrid=False, secondary_y=True)
+    return fig
+
+
+FAULT_COLOURS = {"retry": "#ef6c00", "failed": "#c62828"}
+
+
+def fault_spans(faults: Sequence[dict[str, Any]], now: float) -> list[tuple[pd.Timestamp, pd.Timestamp, str, str]]:
+    """A sink's ``status().faults`` as spans of time (UTC): from a cycle that failed and was retried to
+    the recovery (or ``now``), and from FAILED on; each with its kind and a label."""
+    spans = []
+    start: dict[str, Any] | None = None
+    retries = 0
+    for fault in faults:
+        if fault["kind"] == "retry":
+            start, retries = start or fault, retries + 1
+            continue
+        if start is not None:
+            spans.append((start["at"], fault["at"], "retry", f"{retries} cycles retried: {start['detail']}"))
+            start, retries = None, 0
+        if fault["kind"] == "failed":
+            spans.append((fault["at"], now, "failed", f"FAILED: {fault['detail']}"))
+    if start is not None:
+        spans.append((start["at"], now, "retry", f"retrying ({retries}): {start['detail']}"))
+    return [(pd.Timestamp(a, unit="s", tz="UTC"), pd.Timestamp(max(b, a + 0.5), unit="s", tz="UTC"), kind, label)
+            for a, b, kind, label in spans]
+
+
+def mark_faults(fig: go.Figure, faults: Sequence[dict[str, Any]], cells: Sequence[tuple[int, int]],
+                now: float | None = None) -> go.Figure:
+    """Shade, in the grid's time panels (``cells``: row, col), when the sink retried failed cycles
+    (orange) and when it was FAILED (red), so a broker killed live shows where it hit."""
+    for x0, x1, kind, label in fault_spans(faults, now if now is not None else time.time()):
+        for i, (row, col) in enumerate(cells):
+            fig.add_vrect(x0=x0, x1=x1, row=row, col=col, fillcolor=FAULT_COLOURS[kind], opacity=0.18, line_width=0,
+                          layer="below", annotation_text=label[:60] if i == 0 else None,
+                          annotation_position="top left", annotation_font={"size": 10, "color": FAULT_COLOURS[kind]})
     return fig
