@@ -18,11 +18,17 @@ tests (no package does HTTP-level faults with a per-request predicate and a kill
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from sinklab.stack import Stack
+from sinklab.stack.process import pid_alive
 
 LOOPBACK = "127.0.0.1"
 
@@ -237,6 +243,38 @@ class FaultProxy:
                         sock.shutdown(socket.SHUT_RDWR)
                     with contextlib.suppress(OSError):
                         sock.close()
+
+
+@contextlib.contextmanager
+def injected(stack: Stack, stack_file: Path) -> Iterator[tuple[FaultProxy, FaultProxy]]:
+    """Injectors in front of an S3 stack's REST catalog and S3 server; ``stack_file`` is then the
+    stack.json through which a client (a sink process) reaches both through them."""
+    catalog_at = stack.info.catalog_uri.removeprefix("http://").split("/", 1)[0]
+    s3_at = stack.info.catalog_properties["s3.endpoint"].removeprefix("http://")
+    with FaultProxy(catalog_at) as catalog, FaultProxy(s3_at) as s3:
+        info = stack.info.model_copy(deep=True)
+        info.catalog_uri = info.catalog_uri.replace(catalog_at, catalog.address)
+        info.catalog_properties["s3.endpoint"] = f"http://{s3.address}"
+        info.pids = {}  # the processes stay the stack's
+        stack_file.write_text(info.model_dump_json(indent=2))
+        yield catalog, s3
+
+
+def kill(stack: Stack, name: str) -> float:
+    """SIGKILL one of the stack's processes (a broker node, the catalog) by its PID; returns when (epoch s)."""
+    pid = stack.info.pids[name]
+    at = time.time()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return at
+
+
+def leader(stack: Stack, topic: str, partition: int = 0) -> str:
+    """The stack.json name of the node leading a partition (``broker``, ``broker-2``, ...)."""
+    meta = stack.admin().list_topics(topic, timeout=10).topics[topic].partitions[partition]
+    return "broker" if meta.leader == 1 else f"broker-{meta.leader}"
 
 
 def _deadline(seconds: float | None) -> float | None:

@@ -79,3 +79,24 @@ def test_every_figure_carries_a_picture() -> None:
     assert bundle[render.PLOTLY_MIME]["data"][0]["type"] == "bar"
     assert base64.b64decode(bundle[render.PNG_MIME]).startswith(b"\x89PNG")
     assert set(fig._repr_mimebundle_()) >= {render.PLOTLY_MIME, render.PNG_MIME}  # the default renderer
+
+
+def test_faults_shade_the_time_panels_until_recovery_or_now() -> None:
+    faults = [{"at": 100.0, "kind": "retry", "detail": "KafkaUnavailable: broker away"},
+              {"at": 102.0, "kind": "retry", "detail": "KafkaUnavailable: broker away"},
+              {"at": 110.0, "kind": "recovered", "detail": "after 10.0 s"},
+              {"at": 200.0, "kind": "failed", "detail": "RecordError: record t[0]@5"}]
+    spans = figures.fault_spans(faults, now=260.0)
+    assert [(a.timestamp(), b.timestamp(), kind) for a, b, kind, _ in spans] == [
+        (100.0, 110.0, "retry"), (200.0, 260.0, "failed")]
+    assert spans[0][3].startswith("2 cycles retried: KafkaUnavailable")
+    still = figures.fault_spans(faults[:2], now=105.0)
+    assert [(kind, label.split(":")[0]) for _, _, kind, label in still] == [("retry", "retrying (2)")]
+
+    grid = figures.combine([go.Figure(go.Scatter(x=stamps(100, 300), y=[1, 2])) for _ in range(4)])
+    figures.mark_faults(grid, faults, cells=[(1, 1), (2, 2)], now=260.0)
+    shaded = [s for s in grid.layout.shapes if s.type == "rect"]
+    assert len(shaded) == 4 and {s.fillcolor for s in shaded} == {figures.FAULT_COLOURS["retry"],
+                                                                  figures.FAULT_COLOURS["failed"]}
+    assert {s.xref for s in shaded} == {"x", "x4"}
+    assert figures.mark_faults(go.Figure(), [], cells=[(1, 1)]).layout.shapes == ()
