@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import order_ids, produce, run_cli, sink_config, sink_snapshots
@@ -321,7 +322,9 @@ def test_cycles_never_overlap_between_the_background_loop_and_a_call() -> None:
         def close(self) -> None:
             pass
 
-    sink = IcebergSink(None, sink_config("t", **{"iceberg.control.commit.interval-ms": "100"}))  # type: ignore[arg-type]
+    # No stack: the coordinator is this test's; a failed cycle would look for the Spark log.
+    stack = SimpleNamespace(spark_log=Path("/nonexistent/spark.log"))
+    sink = IcebergSink(stack, sink_config("t", **{"iceberg.control.commit.interval-ms": "100"}))  # type: ignore[arg-type]
     sink._coordinator = SlowCoordinator()  # type: ignore[assignment]
     sink.start()
     callers = [threading.Thread(target=sink.run_until_idle, args=(0.2,)) for _ in range(2)]

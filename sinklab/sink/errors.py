@@ -69,6 +69,26 @@ def _java_text(exc: BaseException) -> str | None:
     return None
 
 
+def jvm_gone(exc: BaseException) -> bool:
+    """Whether the failure is Spark's JVM gone (its answer empty, its connection refused, or a Java
+    exception whose text can no longer be asked for)."""
+    from py4j.protocol import Py4JJavaError, Py4JNetworkError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, Py4JNetworkError):
+            return True
+        if isinstance(current, Py4JJavaError):
+            try:
+                str(current)
+            except Exception:  # noqa: BLE001 - the JVM that would answer is gone
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def out_of_memory(exc: BaseException) -> bool:
     text = _java_text(exc)
     return text is not None and bool(_OUT_OF_MEMORY.search(text))

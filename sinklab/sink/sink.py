@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import CycleTooLarge, out_of_memory, transient
+from sinklab.sink.errors import CycleTooLarge, jvm_gone, out_of_memory, transient
 from sinklab.sink.pace import Cost, LagTarget, due
 
 if TYPE_CHECKING:
@@ -144,8 +144,12 @@ class IcebergSink:
                 result = coordinator.run_cycle()
             except BaseException as exc:
                 # In local mode a task out of memory ends the whole JVM, and only its log says why.
-                if out_of_memory(exc) or _logged_out_of_memory(self.stack.spark_log, logged):
+                if out_of_memory(exc) or (jvm_gone(exc) and _logged_out_of_memory(self.stack.spark_log, logged)):
                     raise self._too_large() from exc
+                if transient(exc):
+                    # Its producer may be in a state no later cycle can use: the next one makes a new
+                    # coordinator, whose transactional producer aborts this one's transaction.
+                    self._drop_coordinator()
                 raise
             self._record(result)
             self._paced(result, began)
@@ -166,8 +170,8 @@ class IcebergSink:
     def _attempt(self) -> tuple[bool, CycleResult | None]:
         """One cycle of a running sink: (True, its result), or (False, None) when it failed on a service
         away for now (``errors.transient``) and will be tried again after ``retry_delay_s``, as Kafka
-        Connect retries a task's RetriableException. The failed cycle's coordinator is dropped (its
-        Kafka transaction is aborted when the next one starts, as a restarted task's would be). Any
+        Connect retries a task's RetriableException; the failed cycle dropped its coordinator (its Kafka
+        transaction is aborted when the next one starts, as a restarted task's would be). Any
         other failure, or one past sinklab.retry.timeout-ms of failing, leaves the sink FAILED and is raised."""
         try:
             result = self._cycle()
@@ -197,6 +201,8 @@ class IcebergSink:
         log.warning("sink %s: cycle failed (%s); trying again in %.0f s (attempt %d, failing for %.1f s)",
                     self.config.name, _one_line(exc), self.retry_delay_s(), self._attempts,
                     time.time() - self._failing_since)
+
+    def _drop_coordinator(self) -> None:
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is not None:
             try:
@@ -379,7 +385,11 @@ class IcebergSink:
 def _one_line(exc: BaseException) -> str:
     """The exception in a line; for one from the JVM (py4j's "An error occurred while calling o79.sql."),
     the Java exception's own line, which says what failed."""
-    lines = [line.strip().lstrip(": ") for line in str(exc).splitlines() if line.strip()]
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - py4j asks the JVM for a Java exception's text, and it may be gone
+        text = "(its text died with the JVM)"
+    lines = [line.strip().lstrip(": ") for line in text.splitlines() if line.strip()]
     java = next((line for line in lines[1:] if re.match(r"[\w.$]+(Exception|Error)\b", line)), None)
     return f"{type(exc).__name__}: {java or (lines[0] if lines else '')}"[:300]
 

@@ -334,7 +334,8 @@ class Stack:
 
     def revive(self, timeout: float = 90) -> list[str]:
         """Start again, on their old ports, the processes this object started that have died (a broker
-        node, the catalog, the S3 server): what `sinklab stack up` does for a workdir. Returns their names."""
+        node, the catalog, the S3 server): what `sinklab stack up` does for a workdir. Returns their names.
+        A revived S3 server starts empty: moto keeps its objects in memory."""
         revived = []
         for proc in (self._s3, self._catalog_server):
             if proc is not None and not pid_alive(proc.process.pid or 0):
