@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 
 class SinkError(RuntimeError):
@@ -69,15 +70,22 @@ def _java_text(exc: BaseException) -> str | None:
     return None
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then what caused it (or what it was raised while handling), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
 def jvm_gone(exc: BaseException) -> bool:
     """Whether the failure is Spark's JVM gone (its answer empty, its connection refused, or a Java
     exception whose text can no longer be asked for)."""
     from py4j.protocol import Py4JJavaError, Py4JNetworkError
 
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _causes(exc):
         if isinstance(current, Py4JNetworkError):
             return True
         if isinstance(current, Py4JJavaError):
@@ -85,7 +93,6 @@ def jvm_gone(exc: BaseException) -> bool:
                 str(current)
             except Exception:  # noqa: BLE001 - the JVM that would answer is gone
                 return True
-        current = current.__cause__ or current.__context__
     return False
 
 
@@ -107,10 +114,7 @@ def transient(exc: BaseException) -> bool:
         ServiceUnavailableError,
     )
 
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _causes(exc):
         if isinstance(current, (RecordError, TableMissing, SinkFenced, CycleTooLarge)):
             return False
         if isinstance(current, (KafkaUnavailable, CommitTimeout, requests.ConnectionError, requests.Timeout,
@@ -126,7 +130,6 @@ def transient(exc: BaseException) -> bool:
         text = _java_text(current)
         if text is not None:
             return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text))
-        current = current.__cause__ or current.__context__
     return False
 
 
