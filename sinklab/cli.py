@@ -154,7 +154,9 @@ def _stack_for(args: argparse.Namespace) -> Stack:
 
 
 def cmd_sink_run(args: argparse.Namespace) -> int:
+    import faulthandler
     import logging
+    import signal
 
     from sinklab.maintenance import schedule
     from sinklab.sink import IcebergSink, load_config
@@ -162,6 +164,8 @@ def cmd_sink_run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # `kill -USR1 <pid>` prints where each Python thread of a sink that seems stuck waits (jstack for its JVM).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     config = load_config(args.config)
     with _stack_for(args) as stack:
         sink = IcebergSink(stack, config, between_cycles=schedule(config))

@@ -11,7 +11,9 @@ committed again, duplicates and lost records (README, "Reliability").
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -129,7 +131,29 @@ class Run:
             if len(later) >= count:
                 return later[0]
             time.sleep(1)
-        raise AssertionError(f"the sink committed fewer than {count} cycles in {timeout:.0f}s; log:\n{self.tail()}")
+        raise AssertionError(f"the sink committed fewer than {count} cycles in {timeout:.0f}s; log:\n{self.tail()}"
+                             f"\n{self.stacks()}")
+
+    def stacks(self) -> str:
+        """Where a stalled sink waits: its Python threads (``sink run`` dumps them on SIGUSR1) and the
+        busy threads of its Spark JVM (jstack)."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            return ""
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        time.sleep(1)
+        python = self.log.read_text(errors="replace").split("Thread 0x")
+        out = ["Python threads:", *("Thread 0x" + t.strip()[:2500] for t in python[1:])]
+        for pid in children(self.proc.pid):
+            try:
+                dump = subprocess.run(["jstack", str(pid)], capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                out.append(f"jstack {pid}: {exc}")
+                continue
+            (self.workdir / f"jstack-{pid}.txt").write_text(dump)
+            out.append(f"JVM {pid}, threads in sinklab's, Kafka's or Iceberg's code:")
+            out += [t[:3000] for t in dump.split("\n\n") if re.search(r"kafka|iceberg|py4j\.Gateway", t)]
+        return "\n".join(out)
 
     def alive(self) -> None:
         assert self.proc is not None
@@ -157,6 +181,8 @@ class Run:
             if all(len(self.rows(t)) >= len(self.acked) for t in self.tables):
                 break
             time.sleep(2)
+        else:
+            print(f"the sink did not drain the stream in {timeout:.0f}s:\n{self.stacks()}")
         self.alive()
         retries = self.retries()
         assert self.proc is not None
@@ -195,6 +221,19 @@ def run(matrix: Matrix, tmp_path: Path, unique: str) -> Iterator[Callable[..., R
     if matrix.s3._listener is None:
         matrix.s3.up()
     matrix.stack.revive()
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (a sink's Spark JVM)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
 
 
 def loads_of(table: str) -> Callable[[Request], bool]:

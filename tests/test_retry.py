@@ -16,6 +16,7 @@ from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, 
 
 from sinklab.sink import IcebergSink, RecordError
 from sinklab.sink import sink as sink_module
+from sinklab.sink.coordinator import CycleResult
 from sinklab.sink.errors import CycleTooLarge, KafkaUnavailable, SinkFenced, out_of_memory, transient
 from sinklab.stack.spark import SparkSettings
 
@@ -126,6 +127,36 @@ def test_transient_failures_are_retried_with_a_fresh_coordinator(monkeypatch: py
     assert "KafkaUnavailable: broker away" in status.faults[0]["detail"]
     assert status.state == "RUNNING" and status.retrying is None and status.counters["retries"] == 2
     assert len(made) == 3 and made[0].closed and made[1].closed  # each failed cycle's coordinator was dropped
+
+
+def test_a_maintenance_record_that_fails_drops_its_coordinator_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle committed, then recording its maintenance run met a broker away: the next cycle gets
+    a new coordinator rather than the producer whose transaction was left behind."""
+    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 0.05)
+    sink, made = flaky_sink([])
+    sink._between_cycles = lambda spark, catalog, result: ["a chore"]  # type: ignore[assignment,return-value]
+    recorded: list[Flaky] = []
+
+    def run_cycle(self: Flaky) -> CycleResult:
+        return CycleResult(f"c{len(made)}", 1)
+
+    def record_maintenance(self: Flaky, reports: Any, delay_ms: int) -> None:
+        recorded.append(self)
+        if len(recorded) == 1:
+            raise KafkaUnavailable("the transaction coordinator's broker died")
+
+    monkeypatch.setattr(Flaky, "run_cycle", run_cycle, raising=False)
+    monkeypatch.setattr(Flaky, "spark", None, raising=False)
+    monkeypatch.setattr(Flaky, "catalog", None, raising=False)
+    monkeypatch.setattr(Flaky, "record_maintenance", record_maintenance, raising=False)
+    sink.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(f["kind"] == "recovered" for f in sink.status().faults):
+        time.sleep(0.02)
+    status = sink.status()
+    sink.stop()
+    assert [f["kind"] for f in status.faults][:2] == ["retry", "recovered"]
+    assert made[0].closed and recorded[1] is made[1]
 
 
 def test_retrying_shows_in_status_while_it_lasts(monkeypatch: pytest.MonkeyPatch) -> None:

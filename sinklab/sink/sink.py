@@ -146,16 +146,25 @@ class IcebergSink:
                 # In local mode a task out of memory ends the whole JVM, and only its log says why.
                 if out_of_memory(exc) or (jvm_gone(exc) and _logged_out_of_memory(self.stack.spark_log, logged)):
                     raise self._too_large() from exc
-                if transient(exc):
-                    # Its producer may be in a state no later cycle can use: the next one makes a new
-                    # coordinator, whose transactional producer aborts this one's transaction.
-                    self._drop_coordinator()
+                self._drop_if_transient(exc)
                 raise
             self._record(result)
             self._paced(result, began)
             if result is not None and self._between_cycles is not None:
-                self._between(coordinator, result, began)
+                try:
+                    self._between(coordinator, result, began)
+                except BaseException as exc:
+                    # The cycle committed; its maintenance record's transaction did not, and the next
+                    # cycle must not meet that producer.
+                    self._drop_if_transient(exc)
+                    raise
             return result
+
+    def _drop_if_transient(self, exc: BaseException) -> None:
+        if transient(exc):
+            # Its producer may be in a state no later cycle can use: the next one makes a new
+            # coordinator, whose transactional producer aborts this one's transaction.
+            self._drop_coordinator()
 
     def _too_large(self) -> CycleTooLarge:
         plan = self._coordinator.last_plan if self._coordinator is not None else None
