@@ -472,7 +472,31 @@ def build_parser() -> argparse.ArgumentParser:
                                                "machine")
     export.add_argument("dest")
     export.set_defaults(func=cmd_jars_export)
+
+    jvm = sub.add_parser("jvm", help="the Spark driver's class archive: a warm first cycle")
+    jvm_sub = jvm.add_subparsers(dest="jvm_command", required=True)
+    train = jvm_sub.add_parser("train", help="train the archive every Spark driver sinklab starts maps (make setup "
+                                             "runs this; a stack trains it in the background when it is missing)")
+    train.add_argument("--force", action="store_true", help="train again even when the archive exists")
+    train.set_defaults(func=cmd_jvm_train)
     return parser
+
+
+def cmd_jvm_train(args: argparse.Namespace) -> int:
+    from sinklab.stack import jvm_archive
+
+    archive = jvm_archive.path()
+    if archive.exists() and not args.force:
+        print(f"class archive {archive} ({archive.stat().st_size / 1e6:.0f} MB): trained already")
+        return 0
+    started = time.monotonic()
+    try:
+        archive = jvm_archive.train()
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from None
+    print(f"class archive {archive} ({archive.stat().st_size / 1e6:.0f} MB, trained in "
+          f"{time.monotonic() - started:.0f}s); set {jvm_archive.ENV}=off to start Spark without it")
+    return 0
 
 
 def cmd_jars_fetch(args: argparse.Namespace) -> int:

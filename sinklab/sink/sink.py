@@ -195,20 +195,21 @@ class IcebergSink:
         if self._failing_since is not None:
             with self._lock:
                 since, self._failing_since, self._status.retrying = self._failing_since, None, None
-            self._note_fault("recovered", f"after {time.time() - since:.1f} s of failed cycles")
+                self._append_fault("recovered", f"after {time.time() - since:.1f} s of failed cycles")
             log.warning("sink %s: recovered after %.1f s of failed cycles", self.config.name, time.time() - since)
         return True, result
 
     def _retry(self, exc: BaseException) -> None:
+        detail = _one_line(exc)
         with self._lock:
             self._failing_since = self._failing_since or time.time()
             self._attempts = self._attempts + 1 if self._status.retrying else 1
             self._status.counters["retries"] = self._status.counters.get("retries", 0) + 1
             self._status.retrying = {"attempt": self._attempts, "since": self._failing_since,
-                                     "error": _one_line(exc), "next_in_s": self.retry_delay_s()}
-        self._fault("retry", exc)
+                                     "error": detail, "next_in_s": self.retry_delay_s()}
+            self._append_fault("retry", detail)
         log.warning("sink %s: cycle failed (%s); trying again in %.0f s (attempt %d, failing for %.1f s)",
-                    self.config.name, _one_line(exc), self.retry_delay_s(), self._attempts,
+                    self.config.name, detail, self.retry_delay_s(), self._attempts,
                     time.time() - self._failing_since)
 
     def _drop_coordinator(self) -> None:
@@ -223,13 +224,10 @@ class IcebergSink:
         """The wait before the next attempt after a failed one: 1 s, doubling, at most RETRY_DELAY_MAX_S."""
         return min(RETRY_DELAY_MAX_S, 2.0 ** max(0, self._attempts - 1))
 
-    def _fault(self, kind: str, exc: BaseException) -> None:
-        self._note_fault(kind, _one_line(exc))
-
-    def _note_fault(self, kind: str, detail: str) -> None:
-        with self._lock:
-            self._status.faults.append({"at": time.time(), "kind": kind, "detail": detail})
-            del self._status.faults[:-MAX_FAULTS]
+    def _append_fault(self, kind: str, detail: str) -> None:
+        """Under ``_lock``."""
+        self._status.faults.append({"at": time.time(), "kind": kind, "detail": detail})
+        del self._status.faults[:-MAX_FAULTS]
 
     def _between(self, coordinator: Coordinator, result: CycleResult, began: float) -> None:
         """The between-cycles hook, in the wait for the next cycle; what it takes beyond that wait
@@ -366,11 +364,13 @@ class IcebergSink:
             self._status.trace = None if state == "RUNNING" else self._status.trace
 
     def _fail(self, exc: BaseException) -> None:
+        detail = _one_line(exc)
         with self._lock:
+            # One step: a reader never sees FAILED without its fault.
             self._status.state = "FAILED"
             self._status.trace = "".join(traceback.format_exception(exc))
             self._status.retrying = None
-        self._fault("failed", exc)
+            self._append_fault("failed", detail)
 
     def _record(self, result: CycleResult | None) -> None:
         with self._lock:

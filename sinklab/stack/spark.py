@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from sinklab.stack import jars
+from sinklab.stack import jars, jvm_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -159,12 +159,17 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     )
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
-    logs = log_conf(log_file) if log_file is not None and "spark.driver.extraJavaOptions" not in settings.conf \
-        else {}
+    # A user's own driver options replace sinklab's (the log file, the class archive) whole.
+    own = "spark.driver.extraJavaOptions" in settings.conf
+    logged = log_file is not None and not own
+    logs = log_conf(log_file) if log_file is not None and logged else {}
+    archive = "" if own else jvm_archive.java_options()
+    if archive:
+        logs["spark.driver.extraJavaOptions"] = f"{logs.get('spark.driver.extraJavaOptions', '')} {archive}".strip()
     for key, value in {**logs, **catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if not logs:
+    if not logged:
         # Spark's own console configuration: keep its chatter off a notebook's outputs.
         spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -1,0 +1,95 @@
+"""A fresh process's first sink cycle, and its drain rate, with and without the class archive.
+
+What a user meets when a kernel (or `sinklab sink run`) starts: Python imports, the Spark driver's
+JVM, the sink's first cycle on 1,000 pizzas, which auto-creates its table. Then the same process
+drains a backlog twice, to show whether the archive costs throughput. Each mode runs ``--rounds`` times,
+alternating, in fresh processes on one embedded stack; nothing of the suite's JVM options applies.
+
+    python bench/first_cycle.py [--rounds 2] [--backlog 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sinklab.generators import PizzaGenerator
+from sinklab.stack import Stack, jvm_archive
+
+PARTITIONS = 2
+
+
+def child(stack_file: str, name: str, backlog: int) -> None:
+    """In a fresh process: the first cycle, then a drain of ``backlog`` records; prints JSON."""
+    from sinklab.sink import IcebergSink
+
+    stack = Stack.from_file(stack_file)
+    sink = IcebergSink(stack, {"name": name, "config": {
+        "topics": name, "iceberg.tables": f"bench.{name}", "iceberg.tables.auto-create-enabled": "true",
+        "value.converter.schemas.enable": "false", "sinklab.cycle.max-records": str(10 * backlog)}})
+    called = time.monotonic()
+    first = sink.run_once()
+    committed_at, once_s = time.time(), time.monotonic() - called
+    assert first is not None and first.records == 1000
+    rates = []
+    for seed in (2, 3):  # the second drain runs on a JIT that has seen one
+        PizzaGenerator(seed=seed).produce(stack, name, count=backlog, partitions=PARTITIONS).wait()
+        began = time.monotonic()
+        drained = sink.run_once()
+        rates.append(backlog / (time.monotonic() - began))
+        assert drained is not None and drained.records == backlog
+    sink.stop()
+    stack.stop_spark()
+    print(json.dumps({"committed_at": committed_at, "once_s": once_s, "rps": rates[0], "warm_rps": rates[1]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--backlog", type=int, default=200_000)
+    args = parser.parse_args()
+    archive = jvm_archive.path()
+    if not archive.exists():
+        raise SystemExit(f"no class archive at {archive}: `sinklab jvm train` first")
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}  # sinklab's defaults, as a user has
+    results: dict[str, list[dict[str, float]]] = {"with the archive": [], "without": []}
+    with tempfile.TemporaryDirectory(prefix="sinklab-bench-") as workdir, Stack.embedded(workdir) as stack:
+        stack_file = str(stack.write(Path(workdir)))
+        for round_ in range(args.rounds):
+            for mode in results:
+                name = f"first{round_}{'a' if mode == 'with the archive' else 'n'}"
+                stack.create_topic(name, partitions=PARTITIONS)
+                PizzaGenerator(seed=1).produce(stack, name, count=1000, partitions=PARTITIONS).wait()
+                mode_env = {**env, jvm_archive.ENV: "on" if mode == "with the archive" else "off"}
+                started = time.time()
+                done = subprocess.run([sys.executable, __file__, "--child", stack_file, name, str(args.backlog)],
+                                      env=mode_env, capture_output=True, text=True, timeout=900)
+                if done.returncode != 0:
+                    raise SystemExit(f"{mode}: exited {done.returncode}\n{done.stderr[-3000:]}")
+                run = json.loads(done.stdout.strip().splitlines()[-1])
+                results[mode].append({**run, "first_s": run["committed_at"] - started})
+                print(f"round {round_ + 1}, {mode}: {results[mode][-1]}", flush=True)
+    print(f"\narchive: {archive} ({archive.stat().st_size / 1e6:.0f} MB); {os.cpu_count()} cores; "
+          f"{args.rounds} rounds, alternating; medians")
+    # The first run_once starts the driver's JVM: what `sinklab demo` prints as its first cycle.
+    print(f"{'':18s} {'process start to commit':>24s} {'first run_once':>15s} {'first drain rec/s':>18s} "
+          f"{'second drain rec/s':>19s}")
+    for mode, runs in results.items():
+        print(f"{mode:18s} {statistics.median(r['first_s'] for r in runs):22.1f} s "
+              f"{statistics.median(r['once_s'] for r in runs):13.1f} s "
+              f"{statistics.median(r['rps'] for r in runs):18,.0f} "
+              f"{statistics.median(r['warm_rps'] for r in runs):19,.0f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        main()

@@ -1,0 +1,71 @@
+"""The Spark driver's class archive: trained once, mapped by every driver sinklab starts, ignored
+safely when it does not fit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sinklab.stack import jars, jvm_archive
+
+SESSION = "org.apache.spark.sql.classic.SparkSession"
+ICEBERG = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def classes_loaded(tmp_path: Path, **env: str) -> str:
+    """The class-loading log of a driver that build_spark starts in a process of its own."""
+    loads = tmp_path / "classes.log"
+    code = ("from pathlib import Path; from sinklab.stack.spark import SparkSettings, build_spark, stop_spark; "
+            f"s = build_spark(SparkSettings(master='local[1]'), {{}}, log_file=Path({str(tmp_path / 'spark.log')!r})); "
+            "s.range(3).count(); stop_spark(s)")
+    opts = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Xlog:class+load=info:file={loads}"
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "SPARK_SUBMIT_OPTS": opts, **env}, check=True,
+                   timeout=300)
+    return loads.read_text()
+
+
+@pytest.mark.spark
+def test_a_driver_maps_the_trained_archive(tmp_path: Path) -> None:
+    archive = jvm_archive.path()
+    assert archive.exists(), "conftest trains it (tests/spark_jvm.py); its log is beside it"
+    assert f"-XX:SharedArchiveFile={archive}" in jvm_archive.java_options()
+    warm = classes_loaded(tmp_path / "warm")
+    # Spark's classes (the application loader) and Iceberg's (spark.jars: Spark's own loader) alike.
+    assert f"{SESSION} source: shared objects file (top)" in warm
+    assert f"{ICEBERG} source: shared objects file (top)" in warm
+    cold = classes_loaded(tmp_path / "cold", **{jvm_archive.ENV: "off"})
+    assert f"{SESSION} source: file:" in cold and f"{ICEBERG} source: file:" in cold
+
+
+def test_an_archive_that_does_not_fit_is_ignored(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.jsa"
+    garbage.write_bytes(b"not a class archive" * 1000)
+    for archive in (garbage, tmp_path / "missing.jsa"):
+        done = subprocess.run([jars.java(), f"-XX:SharedArchiveFile={archive}", *jvm_archive.QUIET.split(), "-version"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_stack_trains_only_when_nothing_has_or_is_being(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "spark-key.jsa"
+    monkeypatch.setattr(jvm_archive, "path", lambda: archive)
+    started: list[str] = []
+    monkeypatch.setattr(jvm_archive, "Training", lambda: started.append("training") or "training")
+    archive.with_suffix(".failed").write_text("training exited 1")
+    assert jvm_archive.train_in_background() is None  # failed before: `sinklab jvm train` says why
+    archive.with_suffix(".failed").unlink()
+    archive.with_suffix(".training").write_text(str(os.getpid()))
+    assert jvm_archive.train_in_background() is None  # another stack trains it now
+    archive.with_suffix(".training").write_text("999999999")
+    monkeypatch.setenv(jvm_archive.ENV, "off")
+    assert jvm_archive.train_in_background() is None and jvm_archive.java_options() == ""
+    monkeypatch.delenv(jvm_archive.ENV)
+    assert jvm_archive.train_in_background() == "training"  # a dead run's marker does not hold it back
+    archive.write_bytes(b"trained")
+    assert jvm_archive.train_in_background() is None
+    assert jvm_archive.java_options() == f"-XX:SharedArchiveFile={archive} {jvm_archive.QUIET}"
+    assert started == ["training"]
