@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,10 +15,10 @@ from helpers import sink_config
 from py4j.protocol import Py4JJavaError
 from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, ServiceUnavailableError
 
-from sinklab.sink import IcebergSink, RecordError
+from sinklab.sink import IcebergSink, RecordError, coordinator
 from sinklab.sink import sink as sink_module
 from sinklab.sink.coordinator import CycleResult
-from sinklab.sink.errors import CycleTooLarge, KafkaUnavailable, SinkFenced, out_of_memory, transient
+from sinklab.sink.errors import CycleTooLarge, KafkaUnavailable, SinkFenced, StuckCall, out_of_memory, transient
 from sinklab.stack.spark import SparkSettings
 
 
@@ -209,3 +210,19 @@ def test_an_out_of_memory_cycle_names_the_setting_that_fits_it() -> None:
         sink.run_until_idle(5)
     assert isinstance(failed.value.__cause__, Py4JJavaError)
     assert sink.status().state == "FAILED"
+
+
+def test_a_transactional_call_stuck_past_its_timeout_fails_as_kafka_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka's commit_transaction and send_offsets_to_transaction can wait for a dead coordinator
+    past their timeout: the sink stops waiting and tries the cycle again with a new producer."""
+    monkeypatch.setattr(coordinator, "TXN_GRACE_S", 0.2)
+    forever = threading.Event()
+    began = time.monotonic()
+    with pytest.raises(StuckCall, match="commit_transaction did not return within 0s") as stuck:
+        coordinator.bounded("commit_transaction", 0.1, forever.wait)
+    assert time.monotonic() - began < 5 and transient(stuck.value)
+    forever.set()
+    assert coordinator.bounded("flush", 0.1, lambda: 7) == 7
+    with pytest.raises(KafkaException):  # its own errors come through as they are
+        coordinator.bounded("abort_transaction", 0.1, lambda: (_ for _ in ()).throw(
+            KafkaException(KafkaError(KafkaError._TIMED_OUT))))

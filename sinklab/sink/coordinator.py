@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +60,7 @@ from sinklab.sink.errors import (
     RecordError,
     SinkError,
     SinkFenced,
+    StuckCall,
     TableMissing,
 )
 from sinklab.sink.evolve import evolve, new_field
@@ -174,6 +177,38 @@ class CycleResult:
     passes: int = 1  # over the records: 2 when the cycle had to look before writing (Coordinator._two_passes)
 
 
+# librdkafka's transactional calls can block well past their timeout when the broker of a coordinator
+# (the transaction's, or the group's for send_offsets_to_transaction) dies: confluentinc/librdkafka
+# #3779, #5456, #5511. A sink waiting there neither commits nor fails; one fault-matrix run stalled
+# so for minutes. Past the call's own timeout and this much more, the cycle fails as Kafka away.
+TXN_GRACE_S = 10.0
+
+
+def bounded(what: str, timeout_s: float, call: Callable[[], Any]) -> Any:
+    """``call()`` in a thread of its own, waited for at most ``timeout_s`` + TXN_GRACE_S; past that,
+    ``StuckCall`` (a ``KafkaUnavailable``) and the thread is left where it waits: the producer it is
+    in must then never be used again (``Coordinator.stuck``), and a new one fences it."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"sinklab-kafka-{what}", daemon=True).start()
+    if not done.wait(timeout_s + TXN_GRACE_S):
+        raise StuckCall(f"Kafka's {what} did not return within {timeout_s + TXN_GRACE_S:.0f}s (its own timeout "
+                        f"{timeout_s:.0f}s): a coordinator's broker is gone and librdkafka waits for it")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 class Coordinator:
     def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, Any]):
         self.config = config
@@ -185,6 +220,7 @@ class Coordinator:
         self.kafka_timeout_s = max(5.0, config.commit_timeout_ms / 1000)
         self.group = Consumer({**self.kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
+        self.stuck = False  # a transactional call of self.producer never returned (``bounded``)
         self.producer = Producer({
             # A transaction call waits for its request, whose own timeout (librdkafka's socket.timeout.ms,
             # 60 s) overrides the call's: with the broker gone, send_offsets_to_transaction took 60 s (measured).
@@ -196,7 +232,7 @@ class Coordinator:
         })
         try:
             # A newer instance's init fences every older one with the same transactional id.
-            self.producer.init_transactions(30)
+            self._txn("init_transactions", 30, self.producer.init_transactions, 30)
         except KafkaException as exc:
             raise self._fenced_or(exc, "(starting)") from exc
         self._ensure_topic(config.control_topic)
@@ -211,7 +247,8 @@ class Coordinator:
 
     def close(self) -> None:
         self.group.close()
-        self.producer.flush(5)
+        if not self.stuck:  # a thread of its own is still inside it
+            self.producer.flush(5)
         # A failed cycle's frames hold this coordinator for as long as its exception is kept (a
         # notebook's last error, a test report). Dropped here, the producer goes now, and stops
         # reconnecting to a broker that may be gone; its destructor does not wait for the broker,
@@ -476,7 +513,7 @@ class Coordinator:
         in_txn = False
         try:
             commit_started = time.monotonic()
-            self.producer.begin_transaction()
+            self._txn("begin_transaction", self.kafka_timeout_s, self.producer.begin_transaction)
             in_txn = True
             self._send(events.COMMIT_START, cycle.commit_id)
             self._flush()  # fencing surfaces here, before any table moves
@@ -499,13 +536,14 @@ class Coordinator:
 
             plan = cycle.plan
             offsets = [TopicPartition(t, p, end) for (t, p), end in plan.ends.items()]
-            self.producer.send_offsets_to_transaction(offsets, self.group.consumer_group_metadata(),
-                                                      self.kafka_timeout_s)
+            self._txn("send_offsets_to_transaction", self.kafka_timeout_s, self.producer.send_offsets_to_transaction,
+                      offsets, self.group.consumer_group_metadata(), self.kafka_timeout_s)
             result = CycleResult(cycle.commit_id, cycle.counters["records"], cycle.published, nest(plan.ends),
                                  cycle.vtts, cycle.counters, int((time.monotonic() - started) * 1000), cycle.passes)
             self._send(events.COMMIT_COMPLETE, cycle.commit_id, result, cycle.states)
             crash_point("inside-kafka-transaction")
-            self.producer.commit_transaction(self.kafka_timeout_s)
+            self._txn("commit_transaction", self.kafka_timeout_s, self.producer.commit_transaction,
+                      self.kafka_timeout_s)
             in_txn = False
             return result
         except KafkaException as exc:
@@ -743,7 +781,7 @@ class Coordinator:
                 counters[f"{report.operation}.{key}"] = counters.get(f"{report.operation}.{key}", 0) + value
         commit_id = events.new_commit_id()
         try:
-            self.producer.begin_transaction()
+            self._txn("begin_transaction", self.kafka_timeout_s, self.producer.begin_transaction)
             self._send(events.MAINTENANCE, commit_id, counters=counters,
                        duration_ms=sum(r.duration_ms for r in reports), tables=[
                            {"table": name, "branch": "main", "snapshot_id": runs[-1].snapshot_id or -1, "records": 0,
@@ -751,7 +789,8 @@ class Coordinator:
                             "bytes": sum(r.counts.get("rewritten_bytes", 0) for r in runs), "offsets": "{}",
                             "vtts_ms": None, "write_ms": sum(r.duration_ms for r in runs), "commit_ms": 0}
                            for name, runs in tables.items()])
-            self.producer.commit_transaction(self.kafka_timeout_s)
+            self._txn("commit_transaction", self.kafka_timeout_s, self.producer.commit_transaction,
+                      self.kafka_timeout_s)
         except KafkaException as exc:
             self._abort()
             raise self._fenced_or(exc, commit_id) from exc
@@ -780,10 +819,23 @@ class Coordinator:
                                    f"is the broker ({self.kafka_conf.get('bootstrap.servers')}) up?")
 
     def _abort(self) -> None:
+        if self.stuck:  # the next coordinator's producer fences this one's transaction
+            return
         try:
-            self.producer.abort_transaction(self.kafka_timeout_s)
-        except KafkaException as exc:
+            self._txn("abort_transaction", self.kafka_timeout_s, self.producer.abort_transaction,
+                      self.kafka_timeout_s)
+        except (KafkaException, StuckCall) as exc:
             log.warning("aborting the Kafka transaction failed: %s", exc)
+
+    def _txn(self, what: str, timeout_s: float, call: Callable[..., Any], *args: Any) -> Any:
+        """A transactional call of the producer, bounded (``bounded``); once one is stuck, the producer
+        is this coordinator's no more."""
+        try:
+            return bounded(what, timeout_s, lambda: call(*args))
+        except StuckCall as exc:
+            self.stuck = True
+            raise StuckCall(f"sink {self.config.name}: {exc}; the cycle is tried again with a new producer, whose "
+                            f"start fences this one (transactional.id {self.config.transactional_id})") from None
 
     def _fenced_or(self, exc: KafkaException, commit_id: str) -> SinkError:
         err = exc.args[0] if exc.args else None

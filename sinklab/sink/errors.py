@@ -32,6 +32,10 @@ class KafkaUnavailable(SinkError):
     """The broker did not answer a step of the cycle's Kafka transaction in time."""
 
 
+class StuckCall(KafkaUnavailable):
+    """A transactional call of librdkafka did not return long after its own timeout (coordinator.bounded)."""
+
+
 class CommitTimeout(SinkError):
     """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
 
