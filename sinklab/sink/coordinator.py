@@ -180,12 +180,14 @@ class CycleResult:
 # librdkafka's transactional calls can block well past their timeout when the broker of a coordinator
 # (the transaction's, or the group's for send_offsets_to_transaction) dies: confluentinc/librdkafka
 # #3779, #5456, #5511. A sink waiting there neither commits nor fails; one fault-matrix run stalled
-# so for minutes. Past the call's own timeout and this much more, the cycle fails as Kafka away.
-TXN_GRACE_S = 10.0
+# so for minutes. Past twice the call's own timeout and this much more, the cycle fails as Kafka away:
+# a call that does give up may take two of its timeouts (measured: 10.7 s for 5 s, the transaction
+# coordinator's broker SIGKILLed before send_offsets_to_transaction).
+TXN_GRACE_S = 5.0
 
 
 def bounded(what: str, timeout_s: float, call: Callable[[], Any]) -> Any:
-    """``call()`` in a thread of its own, waited for at most ``timeout_s`` + TXN_GRACE_S; past that,
+    """``call()`` in a thread of its own, waited for at most 2 x ``timeout_s`` + TXN_GRACE_S; past that,
     ``StuckCall`` (a ``KafkaUnavailable``) and the thread is left where it waits: the producer it is
     in must then never be used again (``Coordinator.stuck``), and a new one fences it."""
     done = threading.Event()
@@ -200,9 +202,10 @@ def bounded(what: str, timeout_s: float, call: Callable[[], Any]) -> Any:
             done.set()
 
     threading.Thread(target=run, name=f"sinklab-kafka-{what}", daemon=True).start()
-    if not done.wait(timeout_s + TXN_GRACE_S):
-        raise StuckCall(f"Kafka's {what} did not return within {timeout_s + TXN_GRACE_S:.0f}s (its own timeout "
-                        f"{timeout_s:.0f}s): a coordinator's broker is gone and librdkafka waits for it")
+    limit = 2 * timeout_s + TXN_GRACE_S
+    if not done.wait(limit):
+        raise StuckCall(f"Kafka's {what} did not return within {limit:.0f}s (its own timeout {timeout_s:.0f}s): "
+                        f"a coordinator's broker is gone and librdkafka waits for it")
     ok, value = outcome[0]
     if not ok:
         raise value
