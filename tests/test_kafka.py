@@ -106,7 +106,15 @@ def test_three_brokers_replicate_and_a_dead_one_comes_back_with_stack_up(tmp_pat
         leader = "broker" if meta.leader == 1 else f"broker-{meta.leader}"
         kill(info.pids[leader])
         deadline = time.monotonic() + 60  # the controller moves the leadership once the node's session ends
-        while admin.list_topics("replicated", timeout=10).topics["replicated"].partitions[0].leader == meta.leader:
+
+        def moved() -> bool:
+            try:
+                return admin.list_topics("replicated", timeout=10).topics["replicated"].partitions[0].leader != \
+                    meta.leader
+            except KafkaException:  # this metadata request went to the dead node; the next goes elsewhere
+                return False
+
+        while not moved():
             assert time.monotonic() < deadline, "the partition kept its dead leader"
             time.sleep(0.5)
         deadline = time.monotonic() + 60

@@ -30,7 +30,7 @@ NOISE = re.compile(r"\b(WARN|ERROR|INFO)\b [\w.$]+:|log4j|NativeCodeLoader|Setti
 SMALL: dict[str, dict[str, object]] = {
     "01-pizzas-on-ice": {"count": 2000, "rate": 1000},
     "02-commit-interval": {"intervals_ms": [1000, 3000], "count": 1200, "rate": 400},
-    "04-exactly-once": {"back_after_s": 10},
+    "04-exactly-once": {"back_after_s": 3},
     "09-maintenance": {"cycles": 5, "small_files": 3},
 }
 
