@@ -115,15 +115,21 @@ def flaky_sink(failures: list[BaseException], **extra: str) -> tuple[IcebergSink
     return sink, made
 
 
-def test_transient_failures_are_retried_with_a_fresh_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 0.05)
-    sink, made = flaky_sink([KafkaUnavailable("broker away"), requests.ConnectionError("catalog refused")])
+def run_until_recovered(sink: IcebergSink) -> Any:
+    """Run it in the background until it reports it recovered (10 s at most); its status then."""
     sink.start()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any(f["kind"] == "recovered" for f in sink.status().faults):
         time.sleep(0.02)
     status = sink.status()
     sink.stop()
+    return status
+
+
+def test_transient_failures_are_retried_with_a_fresh_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "RETRY_DELAY_MAX_S", 0.05)
+    sink, made = flaky_sink([KafkaUnavailable("broker away"), requests.ConnectionError("catalog refused")])
+    status = run_until_recovered(sink)
     assert [f["kind"] for f in status.faults] == ["retry", "retry", "recovered"]
     assert "KafkaUnavailable: broker away" in status.faults[0]["detail"]
     assert status.state == "RUNNING" and status.retrying is None and status.counters["retries"] == 2
@@ -150,12 +156,7 @@ def test_a_maintenance_record_that_fails_drops_its_coordinator_too(monkeypatch: 
     monkeypatch.setattr(Flaky, "spark", None, raising=False)
     monkeypatch.setattr(Flaky, "catalog", None, raising=False)
     monkeypatch.setattr(Flaky, "record_maintenance", record_maintenance, raising=False)
-    sink.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not any(f["kind"] == "recovered" for f in sink.status().faults):
-        time.sleep(0.02)
-    status = sink.status()
-    sink.stop()
+    status = run_until_recovered(sink)
     assert [f["kind"] for f in status.faults][:2] == ["retry", "recovered"]
     assert made[0].closed and recorded[1] is made[1]
 
