@@ -11,9 +11,7 @@ KERNEL := sinklab
 .PHONY: setup setup-all java tools test lint demo notebooks lab bench clean
 
 # What the demo needs; setup-all adds the schema registry, built from its jars (the tests start one).
-# `sinklab jvm train`: the Spark driver's class archive, once per installation (a warm first cycle).
 setup: $(STAMP) java $(JARS_STAMP)
-	@$(VENV)/bin/sinklab jvm train
 
 setup-all: setup $(REGISTRY_STAMP)
 

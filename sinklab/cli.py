@@ -475,8 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     jvm = sub.add_parser("jvm", help="the Spark driver's class archive: a warm first cycle")
     jvm_sub = jvm.add_subparsers(dest="jvm_command", required=True)
-    train = jvm_sub.add_parser("train", help="train the archive every Spark driver sinklab starts maps (make setup "
-                                             "runs this; a stack trains it in the background when it is missing)")
+    train = jvm_sub.add_parser("train", help="train the archive Spark drivers map with SINKLAB_JVM_ARCHIVE=on (a "
+                                             "stack then also trains it in the background when it is missing)")
     train.add_argument("--force", action="store_true", help="train again even when the archive exists")
     train.set_defaults(func=cmd_jvm_train)
     return parser
@@ -495,7 +495,7 @@ def cmd_jvm_train(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         raise CliError(str(exc)) from None
     print(f"class archive {archive} ({archive.stat().st_size / 1e6:.0f} MB, trained in "
-          f"{time.monotonic() - started:.0f}s); set {jvm_archive.ENV}=off to start Spark without it")
+          f"{time.monotonic() - started:.0f}s); Spark drivers map it with {jvm_archive.ENV}=on")
     return 0
 
 

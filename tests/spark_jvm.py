@@ -9,9 +9,9 @@ Stack.embedded, 1,000 pizzas):
   on 2 cores C2's compiler threads compete with the work. 43.7 s of CPU against 29.4 s; the first
   cycle 19.3 s against 16.3 s. Not sinklab's default: C2 drains a backlog 1.8x faster
   (``bench/ingest.py --quick``: 50k records/s against 28k).
-- sinklab's own class archive (``sinklab.stack.jvm_archive``), trained here before the first test
-  when the installation has none, rather than in the background by the first stack: every driver
-  of the suite then starts warm.
+- sinklab's class archive (``sinklab.stack.jvm_archive``), off by default for users and on here
+  (short-lived drivers, little data), trained before the first test when the installation has
+  none, rather than in the background by the first stack: every driver of the suite starts warm.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def configure() -> None:
     if "SPARK_SUBMIT_OPTS" in os.environ:
         return
     os.environ["SPARK_SUBMIT_OPTS"] = C1
+    os.environ.setdefault(jvm_archive.ENV, "on")
     try:
         archive = jvm_archive.path()
     except Exception as exc:  # noqa: BLE001 - no Java or jars yet: the tests that need them say so

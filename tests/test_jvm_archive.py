@@ -32,8 +32,8 @@ def classes_loaded(tmp_path: Path, **env: str) -> str:
 def test_a_driver_maps_the_trained_archive(tmp_path: Path) -> None:
     archive = jvm_archive.path()
     assert archive.exists(), "conftest trains it (tests/spark_jvm.py); its log is beside it"
-    assert f"-XX:SharedArchiveFile={archive}" in jvm_archive.java_options()
-    warm = classes_loaded(tmp_path / "warm")
+    assert f"-XX:SharedArchiveFile={archive}" in jvm_archive.java_options()  # the suite turns it on
+    warm = classes_loaded(tmp_path / "warm", **{jvm_archive.ENV: "on"})
     # Spark's classes (the application loader) and Iceberg's (spark.jars: Spark's own loader) alike.
     assert f"{SESSION} source: shared objects file (top)" in warm
     assert f"{ICEBERG} source: shared objects file (top)" in warm
@@ -50,22 +50,28 @@ def test_an_archive_that_does_not_fit_is_ignored(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
 
 
-def test_a_stack_trains_only_when_nothing_has_or_is_being(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stack_trains_only_when_asked_and_nothing_has_or_is_being(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     archive = tmp_path / "spark-key.jsa"
     monkeypatch.setattr(jvm_archive, "path", lambda: archive)
     started: list[str] = []
     monkeypatch.setattr(jvm_archive, "Training", lambda: started.append("training") or "training")
+    monkeypatch.setenv(jvm_archive.ENV, "on")
     archive.with_suffix(".failed").write_text("training exited 1")
     assert jvm_archive.train_in_background() is None  # failed before: `sinklab jvm train` says why
     archive.with_suffix(".failed").unlink()
     archive.with_suffix(".training").write_text(str(os.getpid()))
     assert jvm_archive.train_in_background() is None  # another stack trains it now
     archive.with_suffix(".training").write_text("999999999")
+    monkeypatch.delenv(jvm_archive.ENV)  # off unless asked for: sinklab's default
+    assert jvm_archive.train_in_background() is None
     monkeypatch.setenv(jvm_archive.ENV, "off")
-    assert jvm_archive.train_in_background() is None and jvm_archive.java_options() == ""
-    monkeypatch.delenv(jvm_archive.ENV)
+    assert jvm_archive.train_in_background() is None
+    monkeypatch.setenv(jvm_archive.ENV, "on")
     assert jvm_archive.train_in_background() == "training"  # a dead run's marker does not hold it back
     archive.write_bytes(b"trained")
     assert jvm_archive.train_in_background() is None
     assert jvm_archive.java_options() == f"-XX:SharedArchiveFile={archive} {jvm_archive.QUIET}"
+    monkeypatch.delenv(jvm_archive.ENV)
+    assert jvm_archive.java_options() == ""
     assert started == ["training"]

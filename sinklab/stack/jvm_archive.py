@@ -11,12 +11,14 @@ sizes, so the key covers both, and a driver with an archive that does not match 
 jars) ignores it silently. Written under a name of its own and moved in place only once the
 training JVM exited cleanly: a truncated archive crashes every JVM that maps it (SIGBUS).
 
-``make setup`` trains it (``sinklab jvm train``); a stack whose Spark starts without one trains it in
-the background, once (a failed training is not repeated until ``sinklab jvm train``).
+Off unless ``SINKLAB_JVM_ARCHIVE=on`` (see ``ENV``). Then ``sinklab jvm train`` trains it, or a stack
+whose Spark starts without one trains it in the background, once (a failed training is not repeated
+until ``sinklab jvm train``). The test suite turns it on (tests/spark_jvm.py).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -29,21 +31,30 @@ from sinklab.stack.process import pid_alive, stop_leader_first
 
 log = logging.getLogger(__name__)
 
-ENV = "SINKLAB_JVM_ARCHIVE"  # "off": no archive is used or trained
+# "on": drivers map the archive, and a stack trains it when missing. Off by default: bench/ingest.py
+# drained 64–71k records/s in four runs with it against 78–87k in three without (bench/README.md),
+# for a first cycle 3 s shorter; until that is understood, throughput wins.
+ENV = "SINKLAB_JVM_ARCHIVE"
 # The archive's own chatter (a mismatch, a dump's progress) stays off a notebook's output.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 TRAIN_TIMEOUT_S = 600
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "").lower() not in ("off", "0", "false")
+    return os.environ.get(ENV, "").lower() in ("on", "1", "true")
+
+
+@functools.cache
+def _java_build() -> str:
+    # A process asks at each Spark start, twice (the options, then whether to train): once is enough.
+    return subprocess.run([jars.java(), "-version"], capture_output=True, text=True, check=True).stderr
 
 
 def path() -> Path:
     """Where this installation's archive is: keyed by the Java build and the driver's jars."""
     from pyspark import __file__ as pyspark_init
 
-    version = subprocess.run([jars.java(), "-version"], capture_output=True, text=True, check=True).stderr
+    version = _java_build()
     driver = sorted((Path(pyspark_init).parent / "jars").glob("*.jar"))
     # The jars a default session adds (spark.spark_jars): the archive holds their classes too.
     extra = [j for part in (jars.SPARK_ICEBERG, jars.SPARK_KAFKA, jars.SPARK_AVRO) for j in jars.jars(part)]
