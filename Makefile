@@ -63,7 +63,9 @@ tools:
 lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
+# The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
 test: setup-all lint tools
+	@$(VENV)/bin/sinklab jvm train
 	$(VENV)/bin/pytest -q
 
 # When make started (parsed once, before setup runs): the demo's last line is the whole wall time.
