@@ -58,8 +58,11 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     if previous is not None and previous.kind == "embedded" and args.brokers not in (None, previous.brokers):
         raise CliError(f"the workdir {path.parent} holds a stack of {previous.brokers} broker(s), whose data a "
                        f"stack of {args.brokers} cannot take over; use another --workdir")
+    # Spark Connect likewise: its notebooks' clients find it where they found it before.
+    spark_connect = args.spark_connect or bool(previous and previous.kind == "embedded" and previous.spark_connect_url)
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
-                           connect_port=args.connect_port, schema_registry=registry, brokers=args.brokers)
+                           connect_port=args.connect_port, schema_registry=registry, brokers=args.brokers,
+                           spark="connect" if spark_connect else None)
     try:
         stack.write(path)
     except BaseException:
@@ -73,6 +76,8 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
     print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")
+    if info.spark_connect_url:
+        print(f"  spark_connect_url  {info.spark_connect_url}  (Spark Connect, on the Connect server's driver)")
     if info.schema_registry_url:
         print(f"  schema_registry    {info.schema_registry_url}  (Apicurio Registry, Confluent-compatible API)")
     if "s3" in info.pids:
@@ -124,7 +129,8 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
     states = {name: ("running" if pid and pid_alive(pid) else "stopped") for name, pid in info.pids.items()}
     report = {"stack": str(_stack_file(args.workdir)), "processes": {
         name: {"pid": info.pids[name], "state": state} for name, state in states.items()
-    }, "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri, "connect_url": info.connect_url}
+    }, "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri, "connect_url": info.connect_url,
+        **({"spark_connect_url": info.spark_connect_url} if info.spark_connect_url else {})}
     print(json.dumps(report, indent=2))
     return 0 if states and all(s == "running" for s in states.values()) else 3
 
@@ -425,6 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", type=int, choices=[1, 3],
                     help="Kafka nodes: 1 (the default), or 3 replicating every topic (a node may die); a stack "
                          "started again keeps its count")
+    up.add_argument("--spark-connect", action="store_true",
+                    help="start the Connect server's Spark driver at once and serve Spark Connect from it: "
+                         "notebooks attach in seconds (Stack.from_file(..., spark='connect')); its URL goes "
+                         "into stack.json as spark_connect_url")
     up.add_argument("--schema-registry", action="store_true",
                     help="also start a Confluent-compatible schema registry (Apicurio Registry; for Avro topics); "
                          "its URL goes into stack.json as schema_registry_url")

@@ -69,12 +69,18 @@ def default_state_dir(stack_file: Path, stack: Stack) -> Path:
 
 
 def run(stack_file: str | Path, host: str = "127.0.0.1", port: int = 8083, state_dir: str | Path | None = None,
-        announce: bool = True) -> None:
-    """Serve until SIGTERM or SIGINT."""
+        announce: bool = True, spark_connect_port: int | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; with ``spark_connect_port``, the driver serves Spark Connect too."""
+    from sinklab.stack.spark import spark_connect_conf
+
     stack_path = Path(stack_file)
     if stack_path.is_dir():
         stack_path = stack_path / "stack.json"
     stack = Stack.from_file(stack_path)
+    if spark_connect_port is not None:
+        settings = stack.spark_settings
+        stack.spark_settings = settings.model_copy(update={"conf": {**settings.conf,
+                                                                    **spark_connect_conf(spark_connect_port)}})
     worker = Worker(stack, Path(state_dir) if state_dir else default_state_dir(stack_path, stack), host, port)
     done = threading.Event()
 
@@ -87,6 +93,8 @@ def run(stack_file: str | Path, host: str = "127.0.0.1", port: int = 8083, state
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
+        if spark_connect_port is not None:
+            _ = stack.spark  # the driver, and Spark Connect with it, before the REST API answers
         worker.start()
         if announce:
             print(f"Kafka Connect REST API on {worker.url} (connectors in {worker.store.state_dir}); "

@@ -70,8 +70,9 @@ class Target:
 
     @classmethod
     def on(cls, stack: Stack, table: str, catalog_name: str = "sinklab") -> Target:
+        spark = stack.driver(f"maintenance of {table}")
         stack.register_spark_catalog(catalog_name)
-        return cls(stack.spark, stack.catalog, catalog_name, table)
+        return cls(spark, stack.catalog, catalog_name, table)
 
     def load(self) -> Table:
         return self.catalog.load_table(identifier(self.table))

@@ -118,8 +118,8 @@ class IcebergSink:
                     log.info("config: %s.converter.schema.registry.url not set: the stack's registry %s", side,
                              stack_registry)
             # The sink's own session: its staging settings must never leak into the user's queries.
+            spark = self.stack.driver(f"the sink {self.config.name}").newSession()
             self.stack.register_spark_catalog(self.config.catalog_name)
-            spark = self.stack.spark.newSession()
             for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():
                 spark.conf.set(key, value)
             self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())

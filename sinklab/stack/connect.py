@@ -2,7 +2,9 @@
 
 It is its own process, not a thread of the user's kernel: it runs the sinks on its own Spark driver,
 which starts with the first connector (a stack without connectors pays for no second JVM), and it
-outlives a notebook's kernel under ``sinklab stack up``. It reaches the stack through a copy of the
+outlives a notebook's kernel under ``sinklab stack up``. With a Spark Connect port its driver starts at
+once and serves Spark Connect too: notebooks query the stack's tables as its clients, in seconds, and
+start sinks through the REST API, where they run on that one warm driver. It reaches the stack through a copy of the
 stack's description in ``<workdir>/connect/stack.json`` and keeps the connectors' configs and
 target states beside it, so that a server started again on the same workdir resumes them.
 """
@@ -27,12 +29,15 @@ STOP_GRACE_S = 30
 
 
 class EmbeddedConnect:
-    def __init__(self, workdir: Path, port: int | None = None):
+    def __init__(self, workdir: Path, port: int | None = None, spark_connect_port: int | None = None):
         self.state_dir = workdir / CONNECT_DIR
         self.port = port or free_port()
+        self.spark_connect_port = spark_connect_port
         self.stack_file = self.state_dir / "stack.json"
         argv = [sys.executable, "-m", "sinklab.connect", "--stack", str(self.stack_file), "--port", str(self.port),
                 "--state-dir", str(self.state_dir)]
+        if spark_connect_port is not None:
+            argv += ["--spark-connect-port", str(spark_connect_port)]
         self.process = ManagedProcess("Kafka Connect REST server (sinklab.connect)", argv,
                                       workdir / "logs" / "connect.log")
 
@@ -40,10 +45,17 @@ class EmbeddedConnect:
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
+    @property
+    def spark_connect_url(self) -> str | None:
+        from sinklab.stack.spark import spark_connect_url
+
+        return spark_connect_url(self.spark_connect_port) if self.spark_connect_port is not None else None
+
     def ready(self) -> bool:
+        # The worker binds its REST port only once its driver serves Spark Connect, when it does.
         return requests.get(f"{self.url}/", timeout=2).status_code == 200
 
-    def start(self, info: StackInfo, timeout: float = 60) -> None:
+    def start(self, info: StackInfo, timeout: float = 120) -> None:
         from sinklab.stack.catalog import write_private
 
         self.state_dir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+# pyspark's own jars hold the Spark Connect server (spark-connect_2.13): a plugin starts it with the driver.
+SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
 
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
@@ -109,6 +111,27 @@ def _add_part(paths: list[str], packages: list[str], part: jars.Part, artifact: 
         packages.append(part.coordinates[0])
     else:
         paths += [str(j) for j in jars.jars(part)]
+
+
+def spark_connect_conf(port: int) -> dict[str, str]:
+    """Spark properties that make a driver serve Spark Connect on loopback ``port`` as it starts: each
+    client gets a session of its own there (its SQL settings are its own), on the driver's one JVM."""
+    return {
+        "spark.plugins": SPARK_CONNECT_PLUGIN,
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+    }
+
+
+def spark_connect_url(port: int) -> str:
+    return f"sc://127.0.0.1:{port}"
+
+
+def connect_session(url: str) -> SparkSession:
+    """A Spark Connect client session of the server at ``url`` (``sc://host:port``): no JVM here."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).getOrCreate()
 
 
 def log_conf(log_file: Path) -> dict[str, str]:

@@ -18,10 +18,18 @@ from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
-from sinklab.stack.process import ProcessError, pid_alive, port_free, stop_leader_first, stop_pid
+from sinklab.stack.process import ProcessError, free_port, pid_alive, port_free, stop_leader_first, stop_pid
 from sinklab.stack.registry import EmbeddedRegistry, answers
 from sinklab.stack.s3 import EmbeddedS3, require_moto
-from sinklab.stack.spark import S3_FILE_IO, SparkSettings, build_spark, catalog_conf, is_s3_location, stop_spark
+from sinklab.stack.spark import (
+    S3_FILE_IO,
+    SparkSettings,
+    build_spark,
+    catalog_conf,
+    connect_session,
+    is_s3_location,
+    stop_spark,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -53,6 +61,8 @@ class StackInfo(BaseModel):
     storage: Literal["local", "s3"] = "local"
     # The Kafka Connect REST API of the stack (sinklab.connect), when one runs.
     connect_url: str | None = None
+    # Spark Connect (sc://host:port) of the Connect server's driver, when it serves it (`stack up --spark-connect`).
+    spark_connect_url: str | None = None
     # The Confluent-compatible schema registry (Avro converters' schema.registry.url), when one runs.
     schema_registry_url: str | None = None
     # Nodes of the embedded Kafka (bootstrap_servers lists each): 1, or 3 replicating every topic.
@@ -81,6 +91,8 @@ class Stack:
         # The Connect server starts several sinks at once, each from its own thread: one session.
         self._spark_lock = threading.RLock()
         self._training: jvm_archive.Training | None = None
+        # Where ``spark`` attaches as a Spark Connect client; None: a driver in this process.
+        self.spark_connect_url: str | None = None
 
     # ---- constructors
     @classmethod
@@ -88,7 +100,7 @@ class Stack:
         cls,
         workdir: str | Path | None = None,
         catalog_name: str = DEFAULT_CATALOG_NAME,
-        spark: SparkSettings | None = None,
+        spark: SparkSettings | Literal["connect"] | None = None,
         storage: Literal["local", "s3"] = "local",
         resume: StackInfo | None = None,
         connect: bool = True,
@@ -114,7 +126,13 @@ class Stack:
         ``connect`` also starts the Kafka Connect REST server (``sinklab.connect``, its own process;
         its Spark starts with the first connector) on ``connect_port`` or a free port; its URL is
         ``info.connect_url``. Its connectors live in ``workdir/connect`` and resume with it.
+
+        ``spark="connect"`` starts that server's Spark driver at once and has it serve Spark Connect
+        (``info.spark_connect_url``): ``stack.spark`` is then a Spark Connect client of it, which starts
+        in seconds and has settings of its own; sinks run there, started through the REST API.
         """
+        if spark == "connect" and not connect:
+            raise ValueError("spark='connect' serves Spark Connect from the Connect server's driver: keep connect=True")
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
         if storage == "s3":
@@ -142,7 +160,11 @@ class Stack:
             if "connect" not in running and not port_free(connect_port):
                 raise ProcessError(f"Connect port {connect_port} is in use")
             ports["connect"] = connect_port
-        connect_server = EmbeddedConnect(workdir, port=ports.get("connect")) if connect else None
+        if spark == "connect" and "connect" in running and resume is not None and not resume.spark_connect_url:
+            raise ProcessError("the stack's Connect server runs without Spark Connect; stop it to start it with")
+        served = ports.get("spark-connect") or free_port() if spark == "connect" else None
+        connect_server = EmbeddedConnect(workdir, port=ports.get("connect"),
+                                         spark_connect_port=served) if connect else None
         kafka = cluster(workdir, nodes, ports)
         s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
         if s3 is None:
@@ -169,17 +191,25 @@ class Stack:
             ports={**{k: v for b in kafka for k, v in ((b.name, b.port), (b.name.replace("broker", "controller"),
                                                                            b.controller_port))},
                    "catalog": catalog.port,
-                   **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {})},
+                   **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {}),
+                   **({"spark-connect": served} if connect_server and served else {})},
             connect_url=connect_server.url if connect_server else None,
+            spark_connect_url=connect_server.spark_connect_url if connect_server else None,
         )
-        if connect_server is None and resume is not None and "connect" in running:
-            info.connect_url = resume.connect_url  # kept running, though this object does not manage it
+        if resume is not None and "connect" in running:
+            # Kept running, though this object does not manage it, and serving what it served.
+            info.connect_url = resume.connect_url
+            info.spark_connect_url = resume.spark_connect_url
+            if resume.spark_connect_url:
+                info.ports["spark-connect"] = resume.ports["spark-connect"]
         if resume is not None and "schema-registry" in running:
             info.ports["schema-registry"] = resume.ports["schema-registry"]
             info.schema_registry_url = resume.schema_registry_url
         elif schema_registry and "schema-registry" in ports:
             info.ports["schema-registry"] = ports["schema-registry"]  # started again on its old port
-        stack = cls(info, spark)
+        stack = cls(info, None if spark == "connect" else spark)
+        if spark == "connect":
+            stack.spark_connect_url = info.spark_connect_url
         stack._owned_workdir = owned
         try:
             # All nodes before waiting for any: a node of three answers once two of them run.
@@ -276,14 +306,24 @@ class Stack:
         return stack
 
     @classmethod
-    def from_file(cls, path: str | Path, spark: SparkSettings | None = None) -> Stack:
-        """Connect to the stack a ``stack.json`` describes; its processes stay someone else's."""
+    def from_file(cls, path: str | Path, spark: SparkSettings | Literal["connect"] | None = None) -> Stack:
+        """Connect to the stack a ``stack.json`` describes; its processes stay someone else's.
+
+        ``spark="connect"``: ``stack.spark`` is a client of the stack's Spark Connect server (``stack up
+        --spark-connect``), not a driver of this process's own."""
         path = Path(path)
         if path.is_dir():
             path = path / STACK_FILE
         info = StackInfo.model_validate_json(path.read_text())
         info = info.model_copy(update={"pids": {}})
-        return cls(info, spark or SparkSettings(master=info.spark_master))
+        if spark != "connect":
+            return cls(info, spark or SparkSettings(master=info.spark_master))
+        if not info.spark_connect_url:
+            raise ProcessError(f"the stack of {path} serves no Spark Connect; start it with `sinklab stack up "
+                               "--spark-connect`")
+        stack = cls(info)
+        stack.spark_connect_url = info.spark_connect_url
+        return stack
 
     def start_schema_registry(self) -> str:
         """Start the embedded schema registry (Apicurio Registry, its schemas in the workdir) unless it
@@ -368,7 +408,20 @@ class Stack:
         if self._spark is not None:
             spark, self._spark = self._spark, None
             self._spark_catalogs = set()
+            if self.spark_connect_url is not None:
+                spark.stop()  # the client's session on the server; the server's driver runs on
+                return
             stop_spark(spark, timeout)
+
+    def driver(self, what: str) -> SparkSession:
+        """``spark``, for a part of sinklab that drives Iceberg's Java API through py4j (``what``: a sink,
+        a maintenance run): a Spark Connect client has no JVM in its process to do that with."""
+        if self.spark_connect_url is not None:
+            raise ProcessError(
+                f"{what} needs a Spark driver in this process (it calls Iceberg's Java API through py4j), and this "
+                f"stack's spark is a Spark Connect client of {self.spark_connect_url}: run it on the stack's Connect "
+                f"server through the REST API ({self.info.connect_url}), or from a Stack made without spark='connect'")
+        return self.spark
 
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
@@ -447,7 +500,13 @@ class Stack:
 
     @property
     def spark(self) -> SparkSession:
+        """This process's Spark session (its driver starts on first use), or a Spark Connect client session
+        of the stack's server when this object was made with ``spark="connect"``."""
         with self._spark_lock:
+            if self.spark_connect_url is not None:
+                if self._spark is None:
+                    self._spark = connect_session(self.spark_connect_url)
+                return self._spark
             if self._spark is None or self._spark.sparkContext._jsc is None:  # none yet, or stopped elsewhere
                 conf = self.spark_catalog_conf(self.info.catalog_name)
                 conf["spark.sql.defaultCatalog"] = self.info.catalog_name

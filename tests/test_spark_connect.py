@@ -1,0 +1,82 @@
+"""One warm Spark for many clients: `sinklab stack up --spark-connect`, the Connect server's driver serving
+Spark Connect, two client processes each running a sink of its own through the REST API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from helpers import produce, run_cli
+
+from sinklab.sink import IcebergSink
+from sinklab.stack import Stack, StackInfo, stop_recorded
+from sinklab.stack.process import ProcessError, pid_alive
+
+CLIENT = Path(__file__).with_name("spark_connect_client.py")
+COUNT = 300
+ZONES = {"north": "America/Los_Angeles", "south": "Asia/Tokyo"}
+
+
+def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_settings(tmp_path: Path) -> None:
+    workdir = tmp_path / "stk"
+    up = run_cli("stack", "up", "--workdir", str(workdir), "--spark-connect")
+    info = StackInfo.model_validate_json((workdir / "stack.json").read_text()) if up.returncode == 0 else None
+    try:
+        assert up.returncode == 0, up.stderr
+        assert info is not None and info.spark_connect_url and info.spark_connect_url.startswith("sc://127.0.0.1:")
+        assert info.spark_connect_url in up.stdout
+        status = run_cli("stack", "status", "--workdir", str(workdir))
+        assert json.loads(status.stdout)["spark_connect_url"] == info.spark_connect_url
+
+        stack = Stack.from_file(workdir, spark="connect")
+        expected = {}
+        for seed, name in enumerate(ZONES, start=1):
+            stack.create_topic(name, partitions=2)
+            expected[name] = produce(stack, name, COUNT, seed=seed)
+        assert not set(expected["north"]) & set(expected["south"])
+
+        # A sink drives Iceberg's Java API through py4j: a client without a JVM says so, and runs nothing.
+        with pytest.raises(ProcessError, match="Spark Connect client"):
+            IcebergSink(stack, {"name": "here", "config": {"topics": "north", "iceberg.tables": "clients.here",
+                                                           "value.converter.schemas.enable": "false"}}).run_once()
+
+        barrier = tmp_path / "barrier"
+        barrier.mkdir()
+        clients = {name: subprocess.Popen(
+            [sys.executable, str(CLIENT), str(workdir / "stack.json"), name, zone, str(barrier), str(COUNT)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, zone in ZONES.items()}
+        seen = {}
+        for name, proc in clients.items():
+            try:
+                out, err = proc.communicate(timeout=300)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            assert proc.returncode == 0, err[-3000:]
+            seen[name] = json.loads(out.strip().splitlines()[-1])
+
+        for name, zone in ZONES.items():
+            # Each client's table holds its own topic's records, each once: the other's sink never wrote there.
+            assert len(seen[name]["ids"]) == COUNT and sorted(seen[name]["ids"]) == sorted(expected[name])
+            # Each client's settings stayed its own while the other set its own, and its queries used them.
+            assert seen[name]["zone"] == zone and seen[name]["client"] == name
+        assert seen["north"]["midnight_utc_shown_as"] == "2025-12-31 16:00:00"
+        assert seen["south"]["midnight_utc_shown_as"] == "2026-01-01 09:00:00"
+        # Both sinks run on the one worker whose driver the clients shared, and are running still.
+        for name in ZONES:
+            state = requests.get(f"{info.connect_url}/connectors/{name}/status", timeout=10).json()
+            assert state["connector"]["state"] == "RUNNING"
+            assert state["connector"]["worker_id"] == info.connect_url.removeprefix("http://")
+        stack.stop_spark()
+
+        down = run_cli("stack", "down", "--workdir", str(workdir))
+        assert down.returncode == 0, down.stderr
+        assert not any(pid_alive(p) for p in info.pids.values())
+    finally:
+        if info is not None:
+            stop_recorded(info)
