@@ -3,7 +3,8 @@
 What a user meets when a kernel (or `sinklab sink run`) starts: Python imports, the Spark driver's
 JVM, the sink's first cycle on 1,000 pizzas, which auto-creates its table. Then the same process
 drains a backlog twice, to show whether the archive costs throughput. Each mode runs ``--rounds`` times,
-alternating, in fresh processes on one embedded stack; nothing of the suite's JVM options applies.
+alternating (ABBA: each round starts with the other mode), in fresh processes on one embedded stack;
+nothing of the suite's JVM options applies.
 
     python bench/first_cycle.py [--rounds 2] [--backlog 200000]
 """
@@ -63,7 +64,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sinklab-bench-") as workdir, Stack.embedded(workdir) as stack:
         stack_file = str(stack.write(Path(workdir)))
         for round_ in range(args.rounds):
-            for mode in results:
+            # ABBA: neither mode always runs first, after the other's process and backlog.
+            for mode in list(results)[::1 if round_ % 2 == 0 else -1]:
                 name = f"first{round_}{'a' if mode == 'with the archive' else 'n'}"
                 stack.create_topic(name, partitions=PARTITIONS)
                 PizzaGenerator(seed=1).produce(stack, name, count=1000, partitions=PARTITIONS).wait()
@@ -77,7 +79,7 @@ def main() -> None:
                 results[mode].append({**run, "first_s": run["committed_at"] - started})
                 print(f"round {round_ + 1}, {mode}: {results[mode][-1]}", flush=True)
     print(f"\narchive: {archive} ({archive.stat().st_size / 1e6:.0f} MB); {os.cpu_count()} cores; "
-          f"{args.rounds} rounds, alternating; medians")
+          f"{args.rounds} rounds, alternating ABBA; medians")
     # The first run_once starts the driver's JVM: what `sinklab demo` prints as its first cycle.
     print(f"{'':18s} {'process start to commit':>24s} {'first run_once':>15s} {'first drain rec/s':>18s} "
           f"{'second drain rec/s':>19s}")

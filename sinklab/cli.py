@@ -519,12 +519,10 @@ def cmd_jars_fetch(args: argparse.Namespace) -> int:
     # No names: the stack's parts only. The schema registry is built when named, or when a stack first
     # starts one (a minute and more the demo never uses); the bench's peer when named, or by the bench.
     parts = [known[p] for p in args.parts if p != REGISTRY_PART] if args.parts else list(jars.PARTS.values())
-    for part in parts:
-        started = time.monotonic()
-        found = jars.jars(part)
+    for part, found, seconds in jars.fetch(parts):
         size = sum(j.stat().st_size for j in found) / 1e6
         print(f"{part.name:14s} {len(found):3d} jars {size:6.1f} MB  {', '.join(part.coordinates)}"
-              f"  ({time.monotonic() - started:.1f}s)")
+              f"  (ready at {seconds:.1f}s)", flush=True)
     if REGISTRY_PART in args.parts:
         started = time.monotonic()
         runner = registry_build.runner_jar()

@@ -15,6 +15,9 @@ import os
 import re
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -172,6 +175,17 @@ def jars(part: Part | str) -> list[Path]:
     return resolve(part)
 
 
+def fetch(parts: list[Part], workers: int = 3) -> Iterator[tuple[Part, list[Path], float]]:
+    """Each part's jars with the seconds since the fetch began, as each part is ready. Ivy downloads one
+    artifact after another, so parts resolve side by side; their Ivy processes share the cache, which
+    they lock per artifact."""
+    started = time.monotonic()
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {pool.submit(jars, part): part for part in parts}
+        for future in as_completed(futures):
+            yield futures[future], future.result(), time.monotonic() - started
+
+
 def classpath(*parts: Part | str) -> str:
     return os.pathsep.join(str(j) for part in parts for j in jars(part))
 
@@ -259,7 +273,7 @@ def _failure(part: Part, output: str) -> str:
 def _settings_xml(ivy_cache: Path, repo: str) -> str:
     return f"""<ivysettings>
   <settings defaultResolver="central"/>
-  <caches defaultCacheDir={quoteattr(str(ivy_cache))} useOrigin="false"/>
+  <caches defaultCacheDir={quoteattr(str(ivy_cache))} useOrigin="false" lockStrategy="artifact-lock-nio"/>
   <resolvers>
     <ibiblio name="central" m2compatible="true" root={quoteattr(repo)}/>
   </resolvers>
