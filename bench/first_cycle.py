@@ -6,7 +6,7 @@ drains a backlog twice, to show whether the archive costs throughput. Each mode 
 alternating (ABBA: each round starts with the other mode), in fresh processes on one embedded stack;
 nothing of the suite's JVM options applies.
 
-    python bench/first_cycle.py [--rounds 2] [--backlog 200000]
+    python bench/first_cycle.py [--rounds 2] [--backlog 200000] [--drains 2]
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from sinklab.stack import Stack, jvm_archive
 PARTITIONS = 2
 
 
-def child(stack_file: str, name: str, backlog: int) -> None:
-    """In a fresh process: the first cycle, then a drain of ``backlog`` records; prints JSON."""
+def child(stack_file: str, name: str, backlog: int, drains: int) -> None:
+    """In a fresh process: the first cycle, then ``drains`` drains of ``backlog`` records; prints JSON."""
     from sinklab.sink import IcebergSink
 
     stack = Stack.from_file(stack_file)
@@ -40,7 +40,7 @@ def child(stack_file: str, name: str, backlog: int) -> None:
     committed_at, once_s = time.time(), time.monotonic() - called
     assert first is not None and first.records == 1000
     rates = []
-    for seed in (2, 3):  # the second drain runs on a JIT that has seen one
+    for seed in range(2, 2 + drains):  # the later drains run on a JIT that has seen the earlier ones
         PizzaGenerator(seed=seed).produce(stack, name, count=backlog, partitions=PARTITIONS).wait()
         began = time.monotonic()
         drained = sink.run_once()
@@ -48,13 +48,14 @@ def child(stack_file: str, name: str, backlog: int) -> None:
         assert drained is not None and drained.records == backlog
     sink.stop()
     stack.stop_spark()
-    print(json.dumps({"committed_at": committed_at, "once_s": once_s, "rps": rates[0], "warm_rps": rates[1]}))
+    print(json.dumps({"committed_at": committed_at, "once_s": once_s, "rates": rates}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--drains", type=int, default=2, help="backlogs each process drains after its first cycle")
     args = parser.parse_args()
     archive = jvm_archive.path()
     if not archive.exists():
@@ -71,7 +72,8 @@ def main() -> None:
                 PizzaGenerator(seed=1).produce(stack, name, count=1000, partitions=PARTITIONS).wait()
                 mode_env = {**env, jvm_archive.ENV: "on" if mode == "with the archive" else "off"}
                 started = time.time()
-                done = subprocess.run([sys.executable, __file__, "--child", stack_file, name, str(args.backlog)],
+                done = subprocess.run([sys.executable, __file__, "--child", stack_file, name, str(args.backlog),
+                                       str(args.drains)],
                                       env=mode_env, capture_output=True, text=True, timeout=900)
                 if done.returncode != 0:
                     raise SystemExit(f"{mode}: exited {done.returncode}\n{done.stderr[-3000:]}")
@@ -81,17 +83,16 @@ def main() -> None:
     print(f"\narchive: {archive} ({archive.stat().st_size / 1e6:.0f} MB); {os.cpu_count()} cores; "
           f"{args.rounds} rounds, alternating ABBA; medians")
     # The first run_once starts the driver's JVM: what `sinklab demo` prints as its first cycle.
-    print(f"{'':18s} {'process start to commit':>24s} {'first run_once':>15s} {'first drain rec/s':>18s} "
-          f"{'second drain rec/s':>19s}")
+    print(f"{'':18s} {'process start to commit':>24s} {'first run_once':>15s} "
+          + " ".join(f"{f'drain {d + 1} rec/s':>15s}" for d in range(args.drains)))
     for mode, runs in results.items():
         print(f"{mode:18s} {statistics.median(r['first_s'] for r in runs):22.1f} s "
               f"{statistics.median(r['once_s'] for r in runs):13.1f} s "
-              f"{statistics.median(r['rps'] for r in runs):18,.0f} "
-              f"{statistics.median(r['warm_rps'] for r in runs):19,.0f}")
+              + " ".join(f"{statistics.median(r['rates'][d] for r in runs):15,.0f}" for d in range(args.drains)))
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     else:
         main()

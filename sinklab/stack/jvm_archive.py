@@ -31,9 +31,9 @@ from sinklab.stack.process import pid_alive, stop_leader_first
 
 log = logging.getLogger(__name__)
 
-# "on": drivers map the archive, and a stack trains it when missing. Off by default: bench/ingest.py
-# drained 64–71k records/s in four runs with it against 78–87k in three without (bench/README.md),
-# for a first cycle 3 s shorter; until that is understood, throughput wins.
+# "on": drivers map the archive, and a stack trains it when missing. Off by default: it takes 2.5–3 s
+# off a fresh driver's first cycle, and the sink's drains keep their pace, but Spark's own jobs in a
+# young driver ran up to 28% slower with it in bench/ingest.py (bench/README.md).
 ENV = "SINKLAB_JVM_ARCHIVE"
 # The archive's own chatter (a mismatch, a dump's progress) stays off a notebook's output.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
