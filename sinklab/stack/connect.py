@@ -2,11 +2,13 @@
 
 It is its own process, not a thread of the user's kernel: it runs the sinks on its own Spark driver,
 which starts with the first connector (a stack without connectors pays for no second JVM), and it
-outlives a notebook's kernel under ``sinklab stack up``. With a Spark Connect port its driver starts at
-once and serves Spark Connect too: notebooks query the stack's tables as its clients, in seconds, and
-start sinks through the REST API, where they run on that one warm driver. It reaches the stack through a copy of the
+outlives a notebook's kernel under ``sinklab stack up``. It reaches the stack through a copy of the
 stack's description in ``<workdir>/connect/stack.json`` and keeps the connectors' configs and
 target states beside it, so that a server started again on the same workdir resumes them.
+
+With a Spark Connect port its driver starts at once and serves Spark Connect too: notebooks query the
+stack's tables as its clients, in seconds, and start sinks through the REST API, where they run on
+that one warm driver.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class EmbeddedConnect:
         return spark_connect_url(self.spark_connect_port) if self.spark_connect_port is not None else None
 
     def ready(self) -> bool:
-        # The worker binds its REST port only once its driver serves Spark Connect, when it does.
+        # The worker answers only once its driver serves Spark Connect, when it does.
         return requests.get(f"{self.url}/", timeout=2).status_code == 200
 
     def start(self, info: StackInfo, timeout: float = 120) -> None:

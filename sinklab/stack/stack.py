@@ -162,7 +162,7 @@ class Stack:
             ports["connect"] = connect_port
         if spark == "connect" and "connect" in running and resume is not None and not resume.spark_connect_url:
             raise ProcessError("the stack's Connect server runs without Spark Connect; stop it to start it with")
-        served = ports.get("spark-connect") or free_port() if spark == "connect" else None
+        served = (ports.get("spark-connect") or free_port()) if spark == "connect" else None
         connect_server = EmbeddedConnect(workdir, port=ports.get("connect"),
                                          spark_connect_port=served) if connect else None
         kafka = cluster(workdir, nodes, ports)
