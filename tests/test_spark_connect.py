@@ -77,6 +77,16 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         down = run_cli("stack", "down", "--workdir", str(workdir))
         assert down.returncode == 0, down.stderr
         assert not any(pid_alive(p) for p in info.pids.values())
+
+        # Up again without the flag: Spark Connect comes back with the stack, and the tables with it.
+        back = run_cli("stack", "up", "--workdir", str(workdir))
+        assert back.returncode == 0, back.stderr
+        info = StackInfo.model_validate_json((workdir / "stack.json").read_text())
+        assert info.spark_connect_url and info.spark_connect_url in back.stdout
+        again = Stack.from_file(workdir, spark="connect")
+        assert again.spark.table("sinklab.clients.north").count() == COUNT
+        again.stop_spark()
+        assert run_cli("stack", "down", "--workdir", str(workdir)).returncode == 0
     finally:
         if info is not None:
             stop_recorded(info)
