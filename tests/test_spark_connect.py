@@ -21,7 +21,10 @@ COUNT = 300
 ZONES = {"north": "America/Los_Angeles", "south": "Asia/Tokyo"}
 
 
-def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_settings(tmp_path: Path) -> None:
+def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_settings(stack: Stack,
+                                                                                     tmp_path: Path) -> None:
+    # A driver of this process's own, as a kernel that runs a sink has: a client must start beside it.
+    assert stack.spark.range(1).count() == 1
     workdir = tmp_path / "stk"
     up = run_cli("stack", "up", "--workdir", str(workdir), "--spark-connect")
     info = StackInfo.model_validate_json((workdir / "stack.json").read_text()) if up.returncode == 0 else None
@@ -32,16 +35,16 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         status = run_cli("stack", "status", "--workdir", str(workdir))
         assert json.loads(status.stdout)["spark_connect_url"] == info.spark_connect_url
 
-        stack = Stack.from_file(workdir, spark="connect")
+        client = Stack.from_file(workdir, spark="connect")
         expected = {}
         for seed, name in enumerate(ZONES, start=1):
-            stack.create_topic(name, partitions=2)
-            expected[name] = produce(stack, name, COUNT, seed=seed)
+            client.create_topic(name, partitions=2)
+            expected[name] = produce(client, name, COUNT, seed=seed)
         assert not set(expected["north"]) & set(expected["south"])
 
         # A sink drives Iceberg's Java API through py4j: a client without a JVM says so, and runs nothing.
         with pytest.raises(ProcessError, match="Spark Connect client"):
-            IcebergSink(stack, {"name": "here", "config": {"topics": "north", "iceberg.tables": "clients.here",
+            IcebergSink(client, {"name": "here", "config": {"topics": "north", "iceberg.tables": "clients.here",
                                                            "value.converter.schemas.enable": "false"}}).run_once()
 
         barrier = tmp_path / "barrier"
@@ -72,7 +75,7 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
             state = requests.get(f"{info.connect_url}/connectors/{name}/status", timeout=10).json()
             assert state["connector"]["state"] == "RUNNING"
             assert state["connector"]["worker_id"] == info.connect_url.removeprefix("http://")
-        stack.stop_spark()
+        client.stop_spark()
 
         down = run_cli("stack", "down", "--workdir", str(workdir))
         assert down.returncode == 0, down.stderr
@@ -85,6 +88,7 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         assert info.spark_connect_url and info.spark_connect_url in back.stdout
         again = Stack.from_file(workdir, spark="connect")
         assert again.spark.table("sinklab.clients.north").count() == COUNT
+        assert not stack.spark.catalog.tableExists("sinklab.clients.north")  # the driver here: another stack
         again.stop_spark()
         assert run_cli("stack", "down", "--workdir", str(workdir)).returncode == 0
     finally:

@@ -128,10 +128,13 @@ def spark_connect_url(port: int) -> str:
 
 
 def connect_session(url: str) -> SparkSession:
-    """A Spark Connect client session of the server at ``url`` (``sc://host:port``): no JVM here."""
-    from pyspark.sql import SparkSession
+    """A new Spark Connect client session of the server at ``url`` (``sc://host:port``): no JVM here.
 
-    return SparkSession.builder.remote(url).getOrCreate()
+    Spark Connect's own builder, not ``SparkSession.builder.remote``: that one refuses a client in a
+    process that also runs a driver (a kernel with a sink of its own), which the client never touches."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession.builder.remote(url).create()
 
 
 def log_conf(log_file: Path) -> dict[str, str]:
