@@ -76,8 +76,13 @@ class Stack:
     that already run. Spark starts on first use of ``stack.spark`` and stops with the stack.
     """
 
-    def __init__(self, info: StackInfo, spark_settings: SparkSettings | None = None):
+    def __init__(self, info: StackInfo, spark_settings: SparkSettings | None = None, spark_client: bool = False):
+        if spark_client and not info.spark_connect_url:
+            raise ProcessError("the stack serves no Spark Connect (no spark_connect_url in its stack.json); start "
+                               "it with `sinklab stack up --spark-connect`")
         self.info = info
+        # True: ``spark`` is a Spark Connect client of ``info.spark_connect_url``, not a driver of this process.
+        self.spark_client = spark_client
         self.spark_settings = spark_settings or SparkSettings(master=info.spark_master)
         self._brokers: list[EmbeddedBroker] = []
         self._catalog_server: EmbeddedCatalog | None = None
@@ -91,8 +96,6 @@ class Stack:
         # The Connect server starts several sinks at once, each from its own thread: one session.
         self._spark_lock = threading.RLock()
         self._training: jvm_archive.Training | None = None
-        # Where ``spark`` attaches as a Spark Connect client; None: a driver in this process.
-        self.spark_connect_url: str | None = None
 
     # ---- constructors
     @classmethod
@@ -207,9 +210,7 @@ class Stack:
             info.schema_registry_url = resume.schema_registry_url
         elif schema_registry and "schema-registry" in ports:
             info.ports["schema-registry"] = ports["schema-registry"]  # started again on its old port
-        stack = cls(info, None if spark == "connect" else spark)
-        if spark == "connect":
-            stack.spark_connect_url = info.spark_connect_url
+        stack = cls(info, None if spark == "connect" else spark, spark_client=spark == "connect")
         stack._owned_workdir = owned
         try:
             # All nodes before waiting for any: a node of three answers once two of them run.
@@ -316,14 +317,9 @@ class Stack:
             path = path / STACK_FILE
         info = StackInfo.model_validate_json(path.read_text())
         info = info.model_copy(update={"pids": {}})
-        if spark != "connect":
-            return cls(info, spark or SparkSettings(master=info.spark_master))
-        if not info.spark_connect_url:
-            raise ProcessError(f"the stack of {path} serves no Spark Connect; start it with `sinklab stack up "
-                               "--spark-connect`")
-        stack = cls(info)
-        stack.spark_connect_url = info.spark_connect_url
-        return stack
+        if spark == "connect":
+            return cls(info, spark_client=True)
+        return cls(info, spark or SparkSettings(master=info.spark_master))
 
     def start_schema_registry(self) -> str:
         """Start the embedded schema registry (Apicurio Registry, its schemas in the workdir) unless it
@@ -408,7 +404,7 @@ class Stack:
         if self._spark is not None:
             spark, self._spark = self._spark, None
             self._spark_catalogs = set()
-            if self.spark_connect_url is not None:
+            if self.spark_client:
                 spark.stop()  # the client's session on the server; the server's driver runs on
                 return
             stop_spark(spark, timeout)
@@ -416,11 +412,12 @@ class Stack:
     def driver(self, what: str) -> SparkSession:
         """``spark``, for a part of sinklab that drives Iceberg's Java API through py4j (``what``: a sink,
         a maintenance run): a Spark Connect client has no JVM in its process to do that with."""
-        if self.spark_connect_url is not None:
+        if self.spark_client:
             raise ProcessError(
                 f"{what} needs a Spark driver in this process (it calls Iceberg's Java API through py4j), and this "
-                f"stack's spark is a Spark Connect client of {self.spark_connect_url}: run it on the stack's Connect "
-                f"server through the REST API ({self.info.connect_url}), or from a Stack made without spark='connect'")
+                f"stack's spark is a Spark Connect client of {self.info.spark_connect_url}: run it on the stack's "
+                f"Connect server through the REST API ({self.info.connect_url}), or from a Stack made without "
+                "spark='connect'")
         return self.spark
 
     def detach(self) -> StackInfo:
@@ -503,9 +500,9 @@ class Stack:
         """This process's Spark session (its driver starts on first use), or a Spark Connect client session
         of the stack's server when this object was made with ``spark="connect"``."""
         with self._spark_lock:
-            if self.spark_connect_url is not None:
+            if self.spark_client:
                 if self._spark is None:
-                    self._spark = connect_session(self.spark_connect_url)
+                    self._spark = connect_session(str(self.info.spark_connect_url))
                 return self._spark
             if self._spark is None or self._spark.sparkContext._jsc is None:  # none yet, or stopped elsewhere
                 conf = self.spark_catalog_conf(self.info.catalog_name)
