@@ -75,3 +75,41 @@ def test_a_stack_trains_only_when_asked_and_nothing_has_or_is_being(tmp_path: Pa
     monkeypatch.delenv(jvm_archive.ENV)
     assert jvm_archive.java_options() == ""
     assert started == ["training"]
+
+
+def test_the_key_changes_when_a_jar_is_installed_again(tmp_path: Path) -> None:
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"PK" * 100)
+    before = jvm_archive.key("openjdk 17", [jar])
+    assert jvm_archive.key("openjdk 17", [jar]) == before
+    # Same path, same size, a new modification time: what a venv installed again looks like to the JVM.
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 5_000_000_000))
+    assert jvm_archive.key("openjdk 17", [jar]) != before
+    assert jvm_archive.key("openjdk 21", [jar]) != jvm_archive.key("openjdk 17", [jar])
+
+
+def test_training_keeps_the_archives_used_last_and_deletes_the_rest(tmp_path: Path) -> None:
+    now = 1_800_000_000
+    archives = [tmp_path / f"spark-{n}.jsa" for n in range(5)]
+    for age, archive in enumerate(archives):  # spark-0 used last, spark-4 longest ago
+        archive.write_bytes(b"archive")
+        archive.with_suffix(".log").write_text("trained")
+        os.utime(archive, (now - age * 3600, now - age * 3600))
+    fresh = tmp_path / "spark-new.jsa"
+    fresh.write_bytes(b"archive")
+    os.utime(fresh, (now - 10 * 3600, now - 10 * 3600))  # the one kept however old
+    deleted = jvm_archive.prune(fresh)
+    assert deleted == archives[jvm_archive.KEEP_OTHERS:]
+    assert sorted(tmp_path.glob("*.jsa")) == sorted([fresh, *archives[:jvm_archive.KEEP_OTHERS]])
+    assert not any(a.with_suffix(".log").exists() for a in deleted)
+
+
+def test_a_driver_start_marks_the_archive_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "spark-key.jsa"
+    monkeypatch.setattr(jvm_archive, "path", lambda: archive)
+    monkeypatch.setenv(jvm_archive.ENV, "on")
+    assert jvm_archive.java_options() == ""  # none yet
+    archive.write_bytes(b"archive")
+    os.utime(archive, (1_000_000_000, 1_000_000_000))
+    assert f"-XX:SharedArchiveFile={archive}" in jvm_archive.java_options()
+    assert archive.stat().st_mtime > 1_000_000_000

@@ -6,10 +6,11 @@ Iceberg, Parquet and Kafka. The JVM can map those classes from an archive instea
 what a cycle does: Spark's Kafka source reads a topic, rows go through a Python UDF, Iceberg
 appends them through the REST catalog, the table is read back. Figures in bench/README.md.
 
-One archive per installation: the JVM ties it to its own build and to the classpath's paths and
-sizes, so the key covers both, and a driver with an archive that does not match (another Java, new
-jars) ignores it silently. Written under a name of its own and moved in place only once the
-training JVM exited cleanly: a truncated archive crashes every JVM that maps it (SIGBUS).
+One archive per installation: the JVM ties it to its own build and to the classpath's paths, sizes
+and modification times, so the key covers all of them, and a driver with an archive that does not
+match (another Java, new jars, the same jars installed again) ignores it silently. Written under a
+name of its own and moved in place only once the training JVM exited cleanly: a truncated archive
+crashes every JVM that maps it (SIGBUS).
 
 Off unless ``SINKLAB_JVM_ARCHIVE=on`` (see ``ENV``). Then ``sinklab jvm train`` trains it, or a stack
 whose Spark starts without one trains it in the background, once (a failed training is not repeated
@@ -38,6 +39,9 @@ ENV = "SINKLAB_JVM_ARCHIVE"
 # The archive's own chatter (a mismatch, a dump's progress) stays off a notebook's output.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 TRAIN_TIMEOUT_S = 600
+# Archives of other installations (other venvs, this one before it was installed again) kept beside
+# this one's: 195 MB each, and a CI machine that installs afresh would otherwise gain one per run.
+KEEP_OTHERS = 2
 
 
 def enabled() -> bool:
@@ -58,8 +62,15 @@ def path() -> Path:
     driver = sorted((Path(pyspark_init).parent / "jars").glob("*.jar"))
     # The jars a default session adds (spark.spark_jars): the archive holds their classes too.
     extra = [j for part in (jars.SPARK_ICEBERG, jars.SPARK_KAFKA, jars.SPARK_AVRO) for j in jars.jars(part)]
-    key = hashlib.sha256("\n".join([version, *(f"{p}:{p.stat().st_size}" for p in driver + extra)]).encode())
-    return jars.cache_dir().parent / "jvm" / f"spark-{key.hexdigest()[:16]}.jsa"
+    return jars.cache_dir().parent / "jvm" / f"spark-{key(version, driver + extra)}.jsa"
+
+
+def key(java_build: str, classpath: list[Path]) -> str:
+    # The JVM checks each jar's size and modification time against the archive's: a venv installed
+    # again at the same path keeps both paths and sizes, and its drivers silently ignored the old
+    # archive (class+load showed Spark's classes read from the jars) while its key still matched.
+    entries = (f"{p}:{st.st_size}:{st.st_mtime_ns}" for p, st in ((p, p.stat()) for p in classpath))
+    return hashlib.sha256("\n".join([java_build, *entries]).encode()).hexdigest()[:16]
 
 
 def java_options() -> str:
@@ -70,7 +81,23 @@ def java_options() -> str:
         archive = path()
     except Exception:  # noqa: BLE001 - no Java or jars: Spark itself will say so
         return ""
-    return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive.exists() else ""
+    try:
+        os.utime(archive)  # its last use, for prune()
+    except OSError:  # none yet, or not this user's: the JVM reads it all the same
+        if not archive.exists():
+            return ""
+    return f"-XX:SharedArchiveFile={archive} {QUIET}"
+
+
+def prune(keep: Path) -> list[Path]:
+    """Delete the archives beside ``keep`` but the ``KEEP_OTHERS`` used last; returns what it deleted.
+    A driver that maps one of them still reads it: a file that is unlinked lives on while mapped."""
+    others = sorted((a for a in keep.parent.glob("spark-*.jsa") if a != keep), key=lambda a: a.stat().st_mtime,
+                    reverse=True)
+    for old in others[KEEP_OTHERS:]:
+        for suffix in (".jsa", ".log", ".failed"):
+            old.with_suffix(suffix).unlink(missing_ok=True)
+    return others[KEEP_OTHERS:]
 
 
 def _failed_marker(archive: Path) -> Path:
@@ -108,11 +135,11 @@ def _start(nice: int = 0) -> tuple[subprocess.Popen[bytes], Path, Path]:
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     env = {**os.environ, ENV: "off",
            "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:ArchiveClassesAtExit={partial} {QUIET}"}
-    log = open(archive.with_suffix(".log"), "wb")  # noqa: SIM115 - the process holds it
+    output = open(archive.with_suffix(".log"), "wb")  # noqa: SIM115 - the process holds it
     proc = subprocess.Popen([sys.executable, "-m", "sinklab.stack.jvm_training", str(partial)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=(lambda: os.nice(nice)) if nice else None)
-    log.close()
+    output.close()
     _training_marker(archive).write_text(str(proc.pid))
     return proc, archive, partial
 
@@ -122,12 +149,14 @@ def _finish(proc: subprocess.Popen[bytes], archive: Path, partial: Path) -> Path
     if proc.returncode == 0 and partial.exists():
         partial.replace(archive)
         _failed_marker(archive).unlink(missing_ok=True)
+        for old in prune(archive):
+            log.info("deleted %s, an archive not used lately", old)
         return archive
     partial.unlink(missing_ok=True)
-    log = archive.with_suffix(".log")
-    _failed_marker(archive).write_text(f"training exited {proc.returncode}; see {log}\n")
+    output = archive.with_suffix(".log")
+    _failed_marker(archive).write_text(f"training exited {proc.returncode}; see {output}\n")
     raise RuntimeError(f"training the Spark driver's class archive failed (exit {proc.returncode}): "
-                       f"{log.read_text(errors='replace')[-2000:] if log.exists() else ''}")
+                       f"{output.read_text(errors='replace')[-2000:] if output.exists() else ''}")
 
 
 class Training:
