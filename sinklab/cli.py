@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sinklab.sink.config import ConfigError
-from sinklab.sink.errors import SinkError
+from sinklab.sink.errors import SinkError, text_of
 from sinklab.stack import STACK_FILE, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.jars import JarsNotFound
 from sinklab.stack.process import pid_alive
@@ -556,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-        print(f"sinklab: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"sinklab: error: {type(exc).__name__}: {text_of(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("sinklab: interrupted", file=sys.stderr)

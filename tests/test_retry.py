@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -101,7 +100,7 @@ class Flaky:
 
 def flaky_sink(failures: list[BaseException], **extra: str) -> tuple[IcebergSink, list[Flaky]]:
     # No stack: the coordinator is this test's; the settings are what an error message names.
-    stack = SimpleNamespace(spark_settings=SparkSettings(), spark_log=Path("/nonexistent/spark.log"))
+    stack = SimpleNamespace(spark_settings=SparkSettings())
     sink = IcebergSink(stack, sink_config("t", **{"iceberg.control.commit.interval-ms": "100", **extra}))  # type: ignore[arg-type]
     made: list[Flaky] = []
 
@@ -211,6 +210,41 @@ def test_an_out_of_memory_cycle_names_the_setting_that_fits_it() -> None:
         sink.run_until_idle(5)
     assert isinstance(failed.value.__cause__, Py4JJavaError)
     assert sink.status().state == "FAILED"
+
+
+class JvmGone(Py4JJavaError):
+    """What py4j raises for a Java exception of a JVM that has since exited: asking its text fails."""
+
+    def __init__(self) -> None:
+        Exception.__init__(self)
+
+    def __str__(self) -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def test_a_driver_that_exited_out_of_memory_names_the_setting_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sink_module, "driver_exit_status", lambda: 52)  # Spark's exit for OutOfMemoryError
+    sink, _ = flaky_sink([JvmGone()])
+    with pytest.raises(CycleTooLarge, match="sinklab.cycle.max-records"):
+        sink.run_until_idle(5)
+    monkeypatch.setattr(sink_module, "driver_exit_status", lambda: 137)  # killed: not a question of memory
+    sink, _ = flaky_sink([JvmGone()])
+    with pytest.raises(JvmGone):
+        sink.run_until_idle(5)
+    assert sink.status().faults[-1]["detail"] == "JvmGone: (its text died with Spark's driver JVM)"
+
+
+def test_the_cli_names_an_error_whose_text_died_with_the_jvm(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from sinklab import cli
+
+    def gone(args: object) -> int:
+        raise JvmGone()
+
+    monkeypatch.setattr(cli, "cmd_sink_status", gone)
+    assert cli.main(["sink", "status", "--stack", "/nonexistent/stack.json"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        "sinklab: error: JvmGone: (its text died with Spark's driver JVM)"
 
 
 def test_a_transactional_call_stuck_past_its_timeout_fails_as_kafka_away(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,6 +61,14 @@ _TRANSIENT_JAVA = re.compile(
 _OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError|SparkOutOfMemoryError")
 
 
+def text_of(exc: BaseException) -> str:
+    """``str(exc)``, which for a Java exception asks its JVM, and that JVM may be gone."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001 - py4j's own failure to reach the JVM
+        return "(its text died with Spark's driver JVM)"
+
+
 def _java_text(exc: BaseException) -> str | None:
     """The message of an exception that came from the JVM (py4j's, or PySpark's converted ones)."""
     from py4j.protocol import Py4JJavaError

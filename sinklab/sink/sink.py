@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 
 from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import CycleTooLarge, jvm_gone, out_of_memory, transient
+from sinklab.sink.errors import CycleTooLarge, jvm_gone, out_of_memory, text_of, transient
 from sinklab.sink.pace import Cost, LagTarget, due
+from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, driver_exit_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -138,13 +139,13 @@ class IcebergSink:
     def _cycle(self) -> CycleResult | None:
         with self._cycling:
             began = time.monotonic()
-            logged = _size(self.stack.spark_log)
             try:
                 coordinator = self._connect()
                 result = coordinator.run_cycle()
             except BaseException as exc:
-                # In local mode a task out of memory ends the whole JVM, and only its log says why.
-                if out_of_memory(exc) or (jvm_gone(exc) and _logged_out_of_memory(self.stack.spark_log, logged)):
+                # In local mode a task out of memory ends the whole JVM, and only its exit status says
+                # why (its log said so too, but once too late for a reader here, on 2 busy cores).
+                if out_of_memory(exc) or (jvm_gone(exc) and driver_exit_status() == OUT_OF_MEMORY_EXIT):
                     raise self._too_large() from exc
                 self._drop_if_transient(exc)
                 raise
@@ -394,27 +395,8 @@ class IcebergSink:
 def _one_line(exc: BaseException) -> str:
     """The exception in a line; for one from the JVM (py4j's "An error occurred while calling o79.sql."),
     the Java exception's own line, which says what failed."""
-    try:
-        text = str(exc)
-    except Exception:  # noqa: BLE001 - py4j asks the JVM for a Java exception's text, and it may be gone
-        text = "(its text died with the JVM)"
+    text = text_of(exc)
     lines = [line.strip().lstrip(": ") for line in text.splitlines() if line.strip()]
     java = next((line for line in lines[1:] if re.match(r"[\w.$]+(Exception|Error)\b", line)), None)
     return f"{type(exc).__name__}: {java or (lines[0] if lines else '')}"[:300]
 
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _logged_out_of_memory(path: Path, since: int) -> bool:
-    """Whether the Spark driver's log says, past offset ``since``, that the JVM ran out of memory."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(since)
-            return b"java.lang.OutOfMemoryError" in log.read(16 * 2**20)
-    except OSError:
-        return False

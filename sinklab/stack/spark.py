@@ -201,6 +201,24 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     return spark
 
 
+# The exit status Spark's uncaught-exception handler gives a JVM that ran out of memory (SparkExitCode.OOM).
+OUT_OF_MEMORY_EXIT = 52
+
+
+def driver_exit_status(wait_s: float = 5.0) -> int | None:
+    """The exit status of the driver JVM pyspark launched for this process, once it has exited (waiting
+    up to ``wait_s`` for it), or None while it runs or when there is none."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        return int(proc.wait(timeout=wait_s))
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: it runs on
+        return None
+
+
 def stop_spark(spark: SparkSession, timeout: float = 30) -> None:
     """Stop the session and the JVM pyspark launched for it.
 
