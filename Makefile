@@ -64,9 +64,10 @@ lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
+# Two workers, each with its own shared stack: most of the suite's time is waiting (README).
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2
 
 # When make started (parsed once, before setup runs): the demo's last line is the whole wall time.
 STARTED := $(shell date +%s)
