@@ -64,10 +64,12 @@ lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
-# Two workers, each with its own shared stack: most of the suite's time is waiting (README).
+# Two workers, each with its own shared stack: most of the suite's time is waiting (README); then
+# the tests marked serial, alone.
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train
-	$(VENV)/bin/pytest -q -n 2
+	$(VENV)/bin/pytest -q -n 2 -m "not serial"
+	$(VENV)/bin/pytest -q -m serial
 
 # When make started (parsed once, before setup runs): the demo's last line is the whole wall time.
 STARTED := $(shell date +%s)
