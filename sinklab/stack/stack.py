@@ -40,6 +40,8 @@ STACK_FILE = "stack.json"
 DEFAULT_CATALOG_NAME = "sinklab"
 STORAGES = ("local", "s3")
 
+log = logging.getLogger(__name__)
+
 
 class StackInfo(BaseModel):
     """The contents of ``stack.json``: enough for any client to reach a running stack."""
@@ -110,8 +112,10 @@ class Stack:
         connect_port: int | None = None,
         schema_registry: bool = False,
         brokers: int | None = None,
+        warm: bool = False,
     ) -> Stack:
-        """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use).
+        """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use, or with
+        ``warm`` starts beside them: ``warm_spark()``).
 
         Topics, records, offsets and tables live in ``workdir`` and outlive the processes: a stack
         started again on the same workdir has them all. ``resume`` (an earlier ``stack.json`` of
@@ -219,6 +223,8 @@ class Stack:
                 stack._brokers.append(b)
                 b.begin()
                 stack.info.pids[b.name] = b.process.pid or 0
+            if warm:
+                stack.warm_spark()
             for b in starting:
                 b.wait_ready()
             # The S3 server before the catalog, which creates its FileIO on it.
@@ -401,13 +407,34 @@ class Stack:
         One process holds one Spark driver: stop one stack's Spark before another stack (with other
         jars, such as an S3 stack) starts its own.
         """
-        if self._spark is not None:
+        with self._spark_lock:  # a driver still starting (warm_spark) is stopped once it has started
+            if self._spark is None:
+                return
             spark, self._spark = self._spark, None
             self._spark_catalogs = set()
             if self.spark_client:
                 spark.stop()  # the client's session on the server; the server's driver runs on
                 return
             stop_spark(spark, timeout)
+
+    def warm_spark(self) -> None:
+        """Start this process's Spark driver now, in the background, and run a small job and a catalog
+        query in it: a fresh driver takes 4 s to start and a first cycle 8 s more, 5 s once such a job
+        has run (2 cores, bench/README.md), and that time passes while the stack starts and the cells
+        before the first cycle (or the demo's producer) run. A driver that fails to start here is
+        started again, and fails with its error, at first use of ``spark``."""
+        if self.spark_client or self._spark is not None:
+            return
+
+        def start() -> None:
+            try:
+                spark = self.spark
+                spark.range(10).selectExpr("id % 2 AS k").groupBy("k").count().collect()
+                spark.sql(f"SHOW NAMESPACES IN {self.info.catalog_name}").collect()
+            except Exception as exc:  # noqa: BLE001 - raised again, to the caller, at first use
+                log.info("Spark's driver did not start in the background (%s); its first use starts it again", exc)
+
+        threading.Thread(target=start, name="sinklab-warm-spark", daemon=True).start()
 
     def driver(self, what: str) -> SparkSession:
         """``spark``, for a part of sinklab that drives Iceberg's Java API through py4j (``what``: a sink,
