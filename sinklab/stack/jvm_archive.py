@@ -92,8 +92,13 @@ def java_options() -> str:
 def prune(keep: Path) -> list[Path]:
     """Delete the archives beside ``keep`` but the ``KEEP_OTHERS`` used last; returns what it deleted.
     A driver that maps one of them still reads it: a file that is unlinked lives on while mapped."""
-    others = sorted((a for a in keep.parent.glob("spark-*.jsa") if a != keep), key=lambda a: a.stat().st_mtime,
-                    reverse=True)
+    def last_use(archive: Path) -> float:
+        try:
+            return archive.stat().st_mtime
+        except OSError:  # deleted meanwhile, by another installation's training
+            return 0.0
+
+    others = sorted((a for a in keep.parent.glob("spark-*.jsa") if a != keep), key=last_use, reverse=True)
     for old in others[KEEP_OTHERS:]:
         for suffix in (".jsa", ".log", ".failed"):
             old.with_suffix(suffix).unlink(missing_ok=True)

@@ -431,8 +431,9 @@ class Stack:
                 spark = self.spark
                 spark.range(10).selectExpr("id % 2 AS k").groupBy("k").count().collect()
                 spark.sql(f"SHOW NAMESPACES IN {self.info.catalog_name}").collect()
-            except Exception as exc:  # noqa: BLE001 - raised again, to the caller, at first use
-                log.info("Spark's driver did not start in the background (%s); its first use starts it again", exc)
+            except Exception as exc:  # noqa: BLE001 - a driver that did not start fails again at first use
+                log.info("warming Spark's driver in the background stopped (%s): a driver that did not start is "
+                         "started at first use of stack.spark", exc)
 
         threading.Thread(target=start, name="sinklab-warm-spark", daemon=True).start()
 
