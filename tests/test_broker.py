@@ -122,3 +122,23 @@ def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(process, "_handed_out", set())
     monkeypatch.setattr(socket, "socket", Probe)
     assert [process.free_port(), process.free_port()] == [40001, 40002]
+
+
+def test_create_topic_waits_until_every_partition_has_a_leader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster's metadata can show a new topic before all its partitions and their leaders."""
+    from types import SimpleNamespace
+
+    from sinklab.stack import StackInfo
+
+    def meta(*leaders: int) -> SimpleNamespace:
+        partitions = {i: SimpleNamespace(error=None, leader=leader) for i, leader in enumerate(leaders)}
+        return SimpleNamespace(topics={"t": SimpleNamespace(error=None, partitions=partitions)})
+
+    answers = [meta(), meta(2), meta(2, -1, 3), meta(2, 1, 3)]  # what three nodes said, in turn
+    done = SimpleNamespace(result=lambda timeout: None)
+    admin = SimpleNamespace(create_topics=lambda topics, request_timeout: {"t": done},
+                            list_topics=lambda name, timeout: answers.pop(0))
+    stack = Stack(StackInfo(bootstrap_servers="127.0.0.1:1", catalog_uri="http://127.0.0.1:1", warehouse="/w"))
+    monkeypatch.setattr(stack, "admin", lambda: admin)
+    stack.create_topic("t", partitions=3)
+    assert answers == []  # returned only once the last answer showed three partitions, each with a leader

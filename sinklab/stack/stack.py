@@ -577,16 +577,20 @@ class Stack:
             [NewTopic(name, num_partitions=partitions, replication_factor=-1, config=config or {})],
             request_timeout=timeout,
         )
+        wanted = partitions
         try:
             futures[name].result(timeout)
         except KafkaException as exc:
             if not (exist_ok and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS):
                 raise
-        # Metadata propagates asynchronously; producers that race it see UNKNOWN_TOPIC.
+            wanted = 1  # its own count, whatever this call asked for
+        # Metadata propagates asynchronously: producers that race it see UNKNOWN_TOPIC, and on three
+        # nodes a reader saw the topic before its partitions (notebook 04 asked for partition 0's leader).
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             topic = admin.list_topics(name, timeout=5).topics.get(name)
-            if topic is not None and topic.error is None and len(topic.partitions) >= 1:
+            if (topic is not None and topic.error is None and len(topic.partitions) >= wanted
+                    and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())):
                 return
             time.sleep(0.1)
         raise TimeoutError(f"topic {name!r} did not appear in metadata within {timeout}s")
