@@ -140,5 +140,6 @@ def test_create_topic_waits_until_every_partition_has_a_leader(monkeypatch: pyte
                             list_topics=lambda name, timeout: answers.pop(0))
     stack = Stack(StackInfo(bootstrap_servers="127.0.0.1:1", catalog_uri="http://127.0.0.1:1", warehouse="/w"))
     monkeypatch.setattr(stack, "admin", lambda: admin)
-    stack.create_topic("t", partitions=3)
+    partitions = stack.create_topic("t", partitions=3)
     assert answers == []  # returned only once the last answer showed three partitions, each with a leader
+    assert {i: p.leader for i, p in partitions.items()} == {0: 2, 1: 1, 2: 3}  # and what that answer said

@@ -32,7 +32,7 @@ from sinklab.stack.spark import (
 )
 
 if TYPE_CHECKING:
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, PartitionMetadata
     from pyiceberg.catalog.rest import RestCatalog
     from pyspark.sql import SparkSession
 
@@ -567,7 +567,10 @@ class Stack:
     def create_topic(
         self, name: str, partitions: int = 1, config: dict[str, str] | None = None, exist_ok: bool = True,
         timeout: float = 30,
-    ) -> None:
+    ) -> dict[int, PartitionMetadata]:
+        """Create the topic (or find it, with ``exist_ok``) and wait until every partition has a leader;
+        returns the partitions' metadata as it then was (another client's first answer may still lack
+        them: notebook 04 once read none)."""
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
@@ -591,7 +594,7 @@ class Stack:
             topic = admin.list_topics(name, timeout=5).topics.get(name)
             if (topic is not None and topic.error is None and len(topic.partitions) >= wanted
                     and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())):
-                return
+                return dict(topic.partitions)
             time.sleep(0.1)
         raise TimeoutError(f"topic {name!r} did not appear in metadata within {timeout}s")
 
