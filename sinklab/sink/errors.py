@@ -74,12 +74,7 @@ def _java_text(exc: BaseException) -> str | None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
-    if isinstance(exc, (Py4JJavaError, PySparkException)):
-        try:
-            return str(exc)
-        except Exception:  # noqa: BLE001 - py4j asks the JVM for the text, and the JVM may be gone
-            return ""
-    return None
+    return text_of(exc) if isinstance(exc, (Py4JJavaError, PySparkException)) else None
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

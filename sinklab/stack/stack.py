@@ -596,7 +596,7 @@ class Stack:
                     and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())):
                 return dict(topic.partitions)
             time.sleep(0.1)
-        raise TimeoutError(f"topic {name!r} did not appear in metadata within {timeout}s")
+        raise TimeoutError(f"topic {name!r} did not show in metadata with every partition led within {timeout}s")
 
 
 def stop_recorded(info: StackInfo) -> list[str]:
