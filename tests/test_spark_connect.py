@@ -1,5 +1,6 @@
 """One warm Spark for many clients: `sinklab stack up --spark-connect`, the Connect server's driver serving
-Spark Connect, two client processes each running a sink of its own through the REST API."""
+Spark Connect, two client processes each running a sink of its own on it: one as a connector through the
+REST API, one through ``open_sink`` (a ``RemoteSink``, as a notebook on a shared stack runs its sinks)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import produce, run_cli
+from helpers import produce, produce_raw, run_cli
 
-from sinklab.sink import IcebergSink
+from sinklab.sink import IcebergSink, RecordError, RemoteSinkError, open_sink
 from sinklab.stack import Stack, StackInfo, stop_recorded
 from sinklab.stack.process import ProcessError, pid_alive
 
 CLIENT = Path(__file__).with_name("spark_connect_client.py")
 COUNT = 300
 ZONES = {"north": "America/Los_Angeles", "south": "Asia/Tokyo"}
+HOW = {"north": "connector", "south": "remote"}
 
 
 def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_settings(stack: Stack,
@@ -43,14 +45,15 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         assert not set(expected["north"]) & set(expected["south"])
 
         # A sink drives Iceberg's Java API through py4j: a client without a JVM says so, and runs nothing.
-        with pytest.raises(ProcessError, match="Spark Connect client"):
+        with pytest.raises(ProcessError, match="open_sink"):
             IcebergSink(client, {"name": "here", "config": {"topics": "north", "iceberg.tables": "clients.here",
                                                            "value.converter.schemas.enable": "false"}}).run_once()
 
         barrier = tmp_path / "barrier"
         barrier.mkdir()
         clients = {name: subprocess.Popen(
-            [sys.executable, str(CLIENT), str(workdir / "stack.json"), name, zone, str(barrier), str(COUNT)],
+            [sys.executable, str(CLIENT), str(workdir / "stack.json"), name, zone, str(barrier), str(COUNT),
+             HOW[name]],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name, zone in ZONES.items()}
         seen = {}
         for name, proc in clients.items():
@@ -70,11 +73,31 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
             assert seen[name]["zone"] == zone and seen[name]["client"] == name
         assert seen["north"]["midnight_utc_shown_as"] == "2025-12-31 16:00:00"
         assert seen["south"]["midnight_utc_shown_as"] == "2026-01-01 09:00:00"
-        # Both sinks run on the one worker whose driver the clients shared, and are running still.
-        for name in ZONES:
-            state = requests.get(f"{info.connect_url}/connectors/{name}/status", timeout=10).json()
-            assert state["connector"]["state"] == "RUNNING"
-            assert state["connector"]["worker_id"] == info.connect_url.removeprefix("http://")
+        # Both sinks ran on the one worker whose driver the clients shared: the connector runs still, the
+        # client's own sink was stopped by its client once its rows were there.
+        state = requests.get(f"{info.connect_url}/connectors/north/status", timeout=10).json()
+        assert state["connector"]["state"] == "RUNNING"
+        assert state["connector"]["worker_id"] == info.connect_url.removeprefix("http://")
+        assert seen["south"]["status"] == "STOPPED" and seen["south"]["cycles"] >= 1
+        assert requests.get(f"{info.connect_url}/sinklab/sinks", timeout=10).json() == ["south"]
+
+        # A record the server's sink cannot convert is raised in the client, as its class, named.
+        client.create_topic("garbled", partitions=1)
+        produce_raw(client, "garbled", [b'{"order_id": "g-1"}', b"not json"])
+        garbled = open_sink(client, {"name": "garbled", "config": {
+            "topics": "garbled", "iceberg.tables": "clients.garbled", "iceberg.tables.auto-create-enabled": "true",
+            "value.converter.schemas.enable": "false"}})
+        with pytest.raises(RecordError) as failed:
+            garbled.run_once()
+        assert (failed.value.topic, failed.value.partition, failed.value.offset) == ("garbled", 0, 1)
+        status = garbled.status()
+        assert status.state == "FAILED" and "garbled[0]@1" in (status.trace or "")
+        assert not client.spark.catalog.tableExists("sinklab.clients.garbled")  # nothing of the cycle committed
+        garbled.delete()
+        # The connector's name is its group and transactional id: a client's sink may not take it.
+        with pytest.raises(RemoteSinkError, match="connector named north"):
+            open_sink(client, {"name": "north", "config": {"topics": "north", "iceberg.tables": "clients.other",
+                                                          "value.converter.schemas.enable": "false"}})
         client.stop_spark()
 
         down = run_cli("stack", "down", "--workdir", str(workdir))

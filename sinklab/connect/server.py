@@ -16,10 +16,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from pydantic import ValidationError
+
 from sinklab.connect import loggers
 from sinklab.connect.herder import (
     PLUGIN_CLASSES,
     BadRequest,
+    Conflict,
     ConnectError,
     Herder,
     NotFound,
@@ -27,7 +30,10 @@ from sinklab.connect.herder import (
     normalize,
     validate,
 )
+from sinklab.connect.sessions import SinkSessions
 from sinklab.sink.config import ConfigError
+from sinklab.sink.remote import PATH as SESSIONS_PATH
+from sinklab.sink.remote import error_json
 from sinklab.stack.jars import ICEBERG_VERSION, KAFKA_VERSION
 
 log = logging.getLogger("sinklab.connect.http")
@@ -72,10 +78,13 @@ def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
 class ConnectApi:
     """The routes: pure functions of the herder, so that they can be called without a socket too."""
 
-    def __init__(self, herder: Herder, cluster_id: Callable[[], str | None] = lambda: None):
+    def __init__(self, herder: Herder, cluster_id: Callable[[], str | None] = lambda: None,
+                 sessions: SinkSessions | None = None):
         self.herder = herder
         self._cluster_id = cluster_id
+        self.sessions = sessions
         name = r"(?P<name>[^/]+)"
+        sink = rf"{SESSIONS_PATH}/{name}"
         self.routes: list[Route] = [
             ("GET", re.compile(r"/"), self.root),
             ("GET", re.compile(r"/health/?"), self.health),
@@ -105,6 +114,19 @@ class ConnectApi:
             ("GET", re.compile(r"/admin/loggers/(?P<logger>[^/]+)/?"), self.get_logger),
             ("PUT", re.compile(r"/admin/loggers/(?P<logger>[^/]+)/?"), self.put_logger),
         ]
+        if sessions is not None:
+            # sinklab's own: the sinks of Spark Connect clients (sinklab.sink.remote), not connectors.
+            self.routes += [
+                ("GET", re.compile(rf"{SESSIONS_PATH}/?"), lambda **_: (200, sessions.names())),
+                ("PUT", re.compile(rf"{sink}/?"), self.put_session),
+                ("DELETE", re.compile(rf"{sink}/?"), self.delete_session),
+                ("GET", re.compile(rf"{sink}/status/?"), self.session_status),
+                ("POST", re.compile(rf"{sink}/cycle/?"), self.session_cycle),
+                ("POST", re.compile(rf"{sink}/run-until-idle/?"), self.session_until_idle),
+                ("PUT", re.compile(rf"{sink}/start/?"), self.session_start),
+                ("PUT", re.compile(rf"{sink}/halt/?"), self.session_halt),
+                ("PUT", re.compile(rf"{sink}/stop/?"), self.session_stop),
+            ]
 
     def handle(self, method: str, target: str, body: Any) -> Response:
         url = urlsplit(target)
@@ -189,6 +211,7 @@ class ConnectApi:
         if not isinstance(body.get("config"), dict):
             raise BadRequest("config: the request needs a config object: {\"name\": ..., \"config\": {...}}")
         name = body["name"]
+        self._not_a_session(name)
         return 201, self.herder.create(name, {**body["config"], "name": body["config"].get("name", name)},
                                        str(body.get("initial_state", "RUNNING")).upper())
 
@@ -216,6 +239,7 @@ class ConnectApi:
             # Connect wants the flat map here; a {"name", "config"} file is a common slip, and its
             # meaning is clear.
             body = {**body["config"], **({"name": body["name"]} if "name" in body else {})}
+        self._not_a_session(name)
         created = self.herder.put_config(name, body)
         return (201 if created else 200), self.herder.info(name)
 
@@ -276,6 +300,70 @@ class ConnectApi:
 
     def reset_offsets(self, name: str, **_: Any) -> Response:
         return 200, self.herder.reset_offsets(name)
+
+    def _not_a_session(self, name: str) -> None:
+        if self.sessions is not None and name in self.sessions.names():
+            raise Conflict(f"a Spark Connect client's sink named {name} runs on this server; its name is the "
+                           "connector's group and transactional id")
+
+    # ---- the sinks of Spark Connect clients
+    def put_session(self, name: str, body: Any, **_: Any) -> Response:
+        assert self.sessions is not None
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a sink config (SinkConfig's JSON)")
+        try:
+            replaced = self.sessions.put(name, body)
+        except ValidationError as exc:
+            raise BadRequest(f"the sink config is not SinkConfig's JSON: {exc}") from exc
+        return (200 if replaced else 201), {"name": name}
+
+    def delete_session(self, name: str, **_: Any) -> Response:
+        assert self.sessions is not None
+        sessions = self.sessions
+        return _sink_call(lambda: sessions.delete(name), 204)
+
+    def session_status(self, name: str, **_: Any) -> Response:
+        assert self.sessions is not None
+        return 200, self.sessions.status(name)
+
+    def session_cycle(self, name: str, **_: Any) -> Response:
+        assert self.sessions is not None
+        sessions = self.sessions
+        return _sink_call(lambda: sessions.cycle(name))
+
+    def session_until_idle(self, name: str, query: dict[str, str], **_: Any) -> Response:
+        assert self.sessions is not None
+        sink = self.sessions.get(name)
+        return _sink_call(lambda: {"cycles": sink.run_until_idle(float(query.get("idle_s", "1")))})
+
+    def session_start(self, name: str, **_: Any) -> Response:
+        assert self.sessions is not None
+        self.sessions.get(name).start()
+        return 202, None
+
+    def session_halt(self, name: str, **_: Any) -> Response:
+        assert self.sessions is not None
+        self.sessions.get(name).halt()
+        return 202, None
+
+    def session_stop(self, name: str, query: dict[str, str], **_: Any) -> Response:
+        assert self.sessions is not None
+        sink = self.sessions.get(name)
+        return _sink_call(lambda: sink.stop(float(query.get("timeout_s", "120"))), 204)
+
+
+def _sink_call(call: Callable[[], Any], status: int = 200) -> Response:
+    """``status`` and what ``call`` returns (nothing for 204); a sink's own failure (a record it cannot
+    convert, Kafka away) as a 500 that names its class, so the client raises it again as that class
+    (``sinklab.sink.remote.error_from_json``)."""
+    try:
+        payload = call()
+        return status, None if status == 204 else payload
+    except (ConnectError, ConfigError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - answered, with its class, to the client that asked
+        log.info("a client's sink failed: %s", exc)
+        return 500, error_json(exc)
 
 
 def error(status: int, message: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from sinklab.connect.herder import Herder
 from sinklab.connect.offsets import GroupOffsets
 from sinklab.connect.server import ConnectApi, ConnectServer
+from sinklab.connect.sessions import SinkSessions
 from sinklab.connect.store import ConnectorStore
 from sinklab.sink.config import SinkConfig
 from sinklab.stack import Stack
@@ -19,7 +20,8 @@ log = logging.getLogger("sinklab.connect")
 
 
 class Worker:
-    """A Connect server on a stack: herder + HTTP server. ``close`` stops the sinks and Spark."""
+    """A Connect server on a stack: herder + HTTP server, and the sinks its Spark Connect clients run here
+    (``sessions``). ``close`` stops the sinks and Spark."""
 
     def __init__(self, stack: Stack, state_dir: Path | None, host: str = "127.0.0.1", port: int = 8083):
         from sinklab.maintenance import schedule
@@ -34,9 +36,10 @@ class Worker:
             return IcebergSink(stack, config, between_cycles=schedule(config))
 
         self.herder = Herder(make_sink, self.store, offsets, worker_id="")
+        self.sessions = SinkSessions(make_sink, self.herder.names)
         try:
             # Bound before any connector resumes: a port in use fails before anything runs.
-            self.server = ConnectServer(ConnectApi(self.herder, offsets.cluster_id), host, port)
+            self.server = ConnectServer(ConnectApi(self.herder, offsets.cluster_id, self.sessions), host, port)
         except BaseException:
             self.store.release()
             raise
@@ -56,6 +59,7 @@ class Worker:
     def close(self) -> None:
         try:
             self.server.close()
+            self.sessions.close()
             self.herder.close()
         finally:
             self.store.release()

@@ -8,7 +8,9 @@ every table by compare-and-swap, then the Kafka transaction with ``events`` and 
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
 from sinklab.sink.errors import CommitTimeout, RecordError, SinkError, SinkFenced, TableMissing
 from sinklab.sink.events import read_control_log
+from sinklab.sink.remote import RemoteSink, RemoteSinkError, open_sink
 from sinklab.sink.sink import IcebergSink, SinkStatus
 
-__all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "SinkConfig", "SinkError", "SinkFenced",
-           "SinkStatus", "TableMissing", "load_config", "read_control_log"]
+__all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "RemoteSink", "RemoteSinkError",
+           "SinkConfig", "SinkError", "SinkFenced", "SinkStatus", "TableMissing", "load_config", "open_sink",
+           "read_control_log"]

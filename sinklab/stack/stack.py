@@ -444,8 +444,8 @@ class Stack:
             raise ProcessError(
                 f"{what} needs a Spark driver in this process (it calls Iceberg's Java API through py4j), and this "
                 f"stack's spark is a Spark Connect client of {self.info.spark_connect_url}: run it on the stack's "
-                f"Connect server through the REST API ({self.info.connect_url}), or from a Stack made without "
-                "spark='connect'")
+                f"Connect server ({self.info.connect_url}), as sinklab.sink.open_sink(stack, config) does for a "
+                "sink, or from a Stack made without spark='connect'")
         return self.spark
 
     def detach(self) -> StackInfo:
