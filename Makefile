@@ -64,11 +64,11 @@ lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
-# Two workers, each with its own shared stack: most of the suite's time is waiting (README); then
-# the tests marked serial, alone.
+# Two workers, each with its own shared stack: most of the suite's time is waiting (README); the
+# notebooks all on one of them (their own shared stack, --dist loadgroup); then the tests marked serial, alone.
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train
-	$(VENV)/bin/pytest -q -n 2 -m "not serial"
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup -m "not serial"
 	$(VENV)/bin/pytest -q -m serial
 
 # When make started (parsed once, before setup runs): the demo's last line is the whole wall time.
@@ -80,16 +80,28 @@ demo: setup
 
 # Every tutorial headless, executed copies in .sinklab/notebooks/ (the committed ones stay clean), each
 # also as self-contained HTML (figures as PNGs, no JavaScript needed) to hand out; ARGS="-p workshop True".
-notebooks: setup tools
+# All on one shared stack, whose Spark Connect server's driver (warm after the first) runs their sinks
+# and queries; stopped at the end, also when a notebook fails. NB_STACK="" gives each its own stack.
+NB_STACK ?= .sinklab/notebooks/stack
+notebooks: setup-all tools
 	@mkdir -p .sinklab/notebooks
-	@for nb in notebooks/*.ipynb; do \
+	@shared=""; all=$$(date +%s); \
+	if [ -n "$(NB_STACK)" ]; then \
+		[ ! -f "$(NB_STACK)/stack.json" ] || $(VENV)/bin/sinklab stack down --workdir "$(NB_STACK)" >/dev/null; \
+		rm -rf "$(NB_STACK)"; \
+		$(VENV)/bin/sinklab stack up --workdir "$(NB_STACK)" --spark-connect --schema-registry || exit 1; \
+		trap '$(VENV)/bin/sinklab stack down --workdir "$(NB_STACK)" >/dev/null' EXIT; \
+		shared="-p shared_stack $(CURDIR)/$(NB_STACK)/stack.json"; \
+	fi; \
+	for nb in notebooks/*.ipynb; do \
 		out=".sinklab/notebooks/$$(basename $$nb)"; \
 		echo "== $$nb"; \
 		start=$$(date +%s); \
-		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $(ARGS) || exit 1; \
+		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $$shared $(ARGS) || exit 1; \
 		echo "   $$(( $$(date +%s) - start )) s"; \
 		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
-	done
+	done; \
+	echo "make notebooks: $$(( $$(date +%s) - all )) s for the ten, the shared stack's start included"
 
 lab: setup tools
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks

@@ -1,7 +1,10 @@
-"""Every tutorial in notebooks/ runs headless with papermill, on its own embedded stack: no error, at
-least one plotly figure, nothing left running; executed, it is small (≤ 2 MB) and quiet (no stderr,
-no JVM/Spark/librdkafka log lines, no stray reprs), and every figure carries a picture for viewers
-without JavaScript. The committed notebooks carry no outputs."""
+"""Every tutorial in notebooks/ runs headless with papermill, all on one shared stack (`sinklab stack up
+--spark-connect --schema-registry`, as `make notebooks` runs them) whose Spark Connect server runs their
+sinks; the two whose setup differs most also on a stack of their own, as a user opening one in Jupyter
+runs it. No error, at least one plotly figure, nothing left running (no process, no sink on the shared
+server); executed, it is small (≤ 2 MB) and quiet (no stderr, no JVM/Spark/librdkafka log lines, no stray
+reprs), and every figure carries a picture for viewers without JavaScript. The committed notebooks carry
+no outputs."""
 
 from __future__ import annotations
 
@@ -10,11 +13,15 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import stop_leftovers
+import requests
+from helpers import run_cli, stop_leftovers
+
+from sinklab.stack import StackInfo, stop_recorded
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -33,6 +40,7 @@ SMALL: dict[str, dict[str, object]] = {
     "04-exactly-once": {"back_after_s": 3},
     "09-maintenance": {"cycles": 5, "small_files": 3},
 }
+ALONE = ["01-pizzas-on-ice", "04-exactly-once"]  # also run on a stack of their own
 
 
 def test_notebooks_are_committed_clean() -> None:
@@ -43,6 +51,7 @@ def test_notebooks_are_committed_clean() -> None:
         assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
         parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
         assert len(parameters) == 1 and "workdir = None" in parameters[0].source, path.name
+        assert "shared_stack = None" in parameters[0].source, path.name
         assert nb.metadata.kernelspec.name == KERNEL, path.name
 
 
@@ -64,16 +73,55 @@ def kernel() -> str:
     return KERNEL
 
 
+@pytest.fixture(scope="module")
+def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One stack for every notebook, as `make notebooks` starts it; stopped by PID at the end."""
+    workdir = tmp_path_factory.mktemp("shared") / "stack"
+    up = run_cli("stack", "up", "--workdir", str(workdir), "--spark-connect", "--schema-registry")
+    stack_file = workdir / "stack.json"
+    info = StackInfo.model_validate_json(stack_file.read_text()) if stack_file.exists() else None
+    try:
+        assert up.returncode == 0, up.stderr
+        yield stack_file
+    finally:
+        if info is not None:
+            stop_recorded(info)
+        stop_leftovers(str(workdir))
+
+
+def running_sinks(stack_file: Path) -> list[str]:
+    """The sinks of the shared server's clients that run still (a notebook stops what it started)."""
+    url = StackInfo.model_validate_json(stack_file.read_text()).connect_url
+    names = requests.get(f"{url}/sinklab/sinks", timeout=10).json()
+    return [n for n in names if requests.get(f"{url}/sinklab/sinks/{n}/status", timeout=10).json()["state"]
+            == "RUNNING"]
+
+
+# One worker runs them all, on its one shared stack (make test: --dist loadgroup).
 @pytest.mark.spark
+@pytest.mark.xdist_group("notebooks")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_and_shows_figures(path: Path, tmp_path: Path, kernel: str) -> None:
+def test_notebook_runs_and_shows_figures_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str,
+                                                             shared_stack: Path) -> None:
+    run_notebook(path, tmp_path, kernel, {"shared_stack": str(shared_stack)})
+    assert not running_sinks(shared_stack), f"{path.name} left sinks running on the shared server"
+
+
+@pytest.mark.spark
+@pytest.mark.xdist_group("notebooks")
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in ALONE], ids=ALONE)
+def test_notebook_runs_on_a_stack_of_its_own(path: Path, tmp_path: Path, kernel: str) -> None:
+    run_notebook(path, tmp_path, kernel, {})
+
+
+def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object]) -> None:
     import papermill
 
     workdir = tmp_path / "stack"
     out = tmp_path / path.name
     started = time.monotonic()
     try:
-        parameters = {"workdir": str(workdir), **SMALL.get(path.stem, {})}
+        parameters = {"workdir": str(workdir), **SMALL.get(path.stem, {}), **extra}
         papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=kernel,
                                    cwd=str(path.parent), progress_bar=False, execution_timeout=600)
     finally:

@@ -236,13 +236,14 @@ class Stack:
                 stack._catalog_server = catalog
                 catalog.start()
                 stack.info.pids["catalog"] = catalog.process.pid or 0
-            # Last: it attaches to the broker and the catalog.
+            if schema_registry:
+                stack.start_schema_registry()
+            # Last: it attaches to the broker, the catalog and the registry (its sinks' Avro converters
+            # find the stack's).
             if connect_server is not None and "connect" not in running:
                 stack._connect = connect_server
                 connect_server.start(stack.info)
                 stack.info.pids["connect"] = connect_server.process.pid or 0
-            if schema_registry:
-                stack.start_schema_registry()
         except BaseException:
             stack.close()
             raise

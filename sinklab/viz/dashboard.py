@@ -30,7 +30,7 @@ from sinklab.viz import figures, frames, render
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from sinklab.sink import IcebergSink
+    from sinklab.sink import IcebergSink, RemoteSink
 
 PANELS = ("snapshots", "cadence", "freshness", "lag", "files", "fan_out")
 TIME_CELLS = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]  # the grid's panels over time (all but fan-out's)
@@ -48,7 +48,7 @@ class Dashboard:
     is that figure, as a ``go.Figure``.
     """
 
-    def __init__(self, sink: IcebergSink, tables: Iterable[str] | None = None, every_s: float = 2.0,
+    def __init__(self, sink: IcebergSink | RemoteSink, tables: Iterable[str] | None = None, every_s: float = 2.0,
                  lag_samples: int = 500):
         self.sink = sink
         self.stack = sink.stack

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
     from sinklab.generators import Generator
-    from sinklab.sink import IcebergSink
+    from sinklab.sink import IcebergSink, RemoteSink
     from sinklab.stack import Stack
 
 RESULT_COLUMNS = [
@@ -75,7 +75,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
     ``snapshots`` and ``visibility`` name each run's series ``interval 1 s`` (column ``series``).
     """
     from sinklab.generators import Generator as GeneratorType
-    from sinklab.sink import IcebergSink
+    from sinklab.sink import open_sink
 
     token = uuid.uuid4().hex[:6]
     intervals = list(intervals_ms)
@@ -94,7 +94,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
         stack.create_topic(topic, partitions=partitions)
         GeneratorType(generator.spec, seed=generator.spec.seed + 1).produce(
             stack, topic, count=prime, partitions=partitions).wait()
-        primer = IcebergSink(stack, config(f"{namespace}-prime-{token}", topic, [r["table"] for r in runs], 1000))
+        primer = open_sink(stack, config(f"{namespace}-prime-{token}", topic, [r["table"] for r in runs], 1000))
         try:
             primer.run_once()
         finally:
@@ -103,7 +103,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
     rows, snaps_all, vis_all = [], [], []
     for run in runs:
         stack.create_topic(run["topic"], partitions=partitions)
-        sink = IcebergSink(stack, config(run["sink"], run["topic"], [run["table"]], run["interval_ms"]))
+        sink = open_sink(stack, config(run["sink"], run["topic"], [run["table"]], run["interval_ms"]))
         try:
             sink.start()
             generator.produce(stack, run["topic"], count=count, rate=rate, partitions=partitions).wait()
@@ -123,7 +123,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
                        pd.concat(vis_all, ignore_index=True), runs)
 
 
-def wait_caught_up(sink: IcebergSink, timeout: float = 120.0, poll_s: float = 0.2) -> pd.DataFrame:
+def wait_caught_up(sink: IcebergSink | RemoteSink, timeout: float = 120.0, poll_s: float = 0.2) -> pd.DataFrame:
     """Block until a running sink has committed every record its topics hold now; returns the lag
     frame (all zeros). Raises if the sink fails, or after ``timeout`` seconds."""
     config = sink.config

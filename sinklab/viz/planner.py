@@ -67,13 +67,13 @@ def calibrate(stack: Stack, generator: Generator | None = None, sizes: Sequence[
     table on ``stack`` and fit their cost. A first cycle (creating the table, warming Spark) is not
     measured."""
     from sinklab.generators import PizzaGenerator
-    from sinklab.sink import IcebergSink
+    from sinklab.sink import open_sink
 
     generator = generator or PizzaGenerator(seed=11)
     token = uuid.uuid4().hex[:6]
     topic, name = f"{namespace}-{token}", f"{namespace}-{token}"
     stack.create_topic(topic, partitions=partitions)
-    sink = IcebergSink(stack, {"name": name, "config": {
+    sink = open_sink(stack, {"name": name, "config": {
         "topics": topic, "iceberg.tables": f"{namespace}.calibration_{token}",
         "iceberg.catalog": stack.info.catalog_name, "iceberg.tables.auto-create-enabled": "true",
         "value.converter.schemas.enable": "false"}})
