@@ -303,8 +303,9 @@ class ConnectApi:
 
     def _not_a_session(self, name: str) -> None:
         if self.sessions is not None and name in self.sessions.names():
-            raise Conflict(f"a Spark Connect client's sink named {name} runs on this server; its name is the "
-                           "connector's group and transactional id")
+            raise Conflict(f"a Spark Connect client's sink named {name} is on this server (DELETE "
+                           f"/sinklab/sinks/{name} frees the name); its name is the connector's group and "
+                           "transactional id")
 
     # ---- the sinks of Spark Connect clients
     def put_session(self, name: str, body: Any, **_: Any) -> Response:

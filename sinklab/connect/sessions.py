@@ -36,7 +36,7 @@ class SinkSessions:
             raise Conflict(f"the config names the sink {config.name!r}, the path {name!r}")
         if name in self._connector_names():
             # One consumer group, one transactional id: the two would fence each other.
-            raise Conflict(f"a connector named {name} runs on this server; its name is the sink's group and "
+            raise Conflict(f"a connector named {name} is on this server; its name is the sink's group and "
                            "transactional id")
         with self._lock:
             old = self._sinks.get(name)

@@ -91,8 +91,8 @@ class RemoteSink:
     this process's Spark Connect. Made by ``open_sink`` for a stack made with ``spark="connect"``.
 
     A sink of the same name that is not running on the server is replaced; one that runs is not
-    (``RemoteSinkError``, the server's 409): two clients never run one sink. Table maintenance from the config runs
-    between cycles on the server, as the Connect server's own connectors do."""
+    (``RemoteSinkError``, the server's 409): two clients never run one sink. Table maintenance from the
+    config runs between cycles on the server, as the Connect server's own connectors do."""
 
     def __init__(self, stack: Stack, config: SinkConfig | dict[str, Any] | str | Path):
         if not stack.info.connect_url:
