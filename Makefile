@@ -101,7 +101,7 @@ notebooks: setup-all tools
 		echo "   $$(( $$(date +%s) - start )) s"; \
 		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
 	done; \
-	echo "make notebooks: $$(( $$(date +%s) - all )) s for the ten, the shared stack's start included"
+	echo "make notebooks: $$(( $$(date +%s) - all )) s for the ten$${shared:+, the shared stack's start included}"
 
 lab: setup tools
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks
