@@ -141,7 +141,7 @@ def test_bad_avro_converter_values_name_their_key(extra: dict[str, str], key: st
 def test_generator_schema_versions_follow_the_drift_and_encode_its_events() -> None:
     gen = Generator("payments", seed=3, drift=[{"after": 5, "add": {"tip": {"kind": "float", "max": 5}},
                                                 "widen": {"amount": "long"}}])
-    stages = stage_schemas(gen)
+    stages = stage_schemas(gen.spec)
     assert [after for after, _, _ in stages] == [0, 5]
     first, second = (dict((f["name"], f) for f in schema["fields"]) for _, schema, _ in stages)
     assert first["amount"]["type"] == "int" and second["amount"]["type"] == "long"

@@ -190,7 +190,8 @@ def test_record_shapes_are_classified_like_the_parse_that_fills_columns(stack: S
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from sinklab.sink.convert import ERROR, error_kind, prepare, to_rows, with_payload
+    from sinklab.sink.columns import ERROR
+    from sinklab.sink.convert import error_kind, prepare, to_rows, with_payload
     from sinklab.sink.reader import RAW_DDL
 
     texts = list(SHAPES)

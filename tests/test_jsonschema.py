@@ -81,10 +81,10 @@ def test_json_schema_converter_reads_registry_settings_for_values_and_keys() -> 
 def test_generator_json_schemas_type_the_columns_as_their_avro_schemas_do() -> None:
     gen = Generator("payments", seed=3, drift=[{"after": 5, "add": {"tip": {"kind": "float", "max": 5}},
                                                 "widen": {"amount": "long"}}])
-    for _, avro, _ in stage_schemas(gen):
+    for _, avro, _ in stage_schemas(gen.spec):
         assert connect_to_spark(json_schema_to_connect(json_schema_of(avro))) == \
             connect_to_spark(avro_to_connect(avro))
-    _, avro, converters = stage_schemas(gen)[0]
+    _, avro, converters = stage_schemas(gen.spec)[0]
     event = next(iter(gen.events(1)))
     body = json.loads(encode({k: (converters[k](v) if converters[k] else v) for k, v in event.items()}))
     # Connect's Timestamp travels as epoch milliseconds.

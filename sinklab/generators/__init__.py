@@ -7,8 +7,9 @@
 """
 
 from sinklab.generators.builtin import CdcGenerator, PaymentGenerator, PizzaGenerator, pizza_events
-from sinklab.generators.generator import Generator, Record
+from sinklab.generators.generator import Generator
 from sinklab.generators.produce import BadOffset, DeliveryError, Production, RateSchedule, produce_json
+from sinklab.generators.record import Record
 from sinklab.generators.spec import BAD_KINDS, Spec, SpecError, builtin_specs, load_spec
 
 __all__ = [

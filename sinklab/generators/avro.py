@@ -36,7 +36,8 @@ from sinklab.generators.spec import (
 from sinklab.sink.registry import MAGIC, RegistryClient, subject
 
 if TYPE_CHECKING:
-    from sinklab.generators.generator import Generator, Record
+    from sinklab.generators.record import Record
+    from sinklab.generators.spec import Spec
 
 INT32_MAX = 2**31 - 1
 
@@ -44,9 +45,8 @@ INT32_MAX = 2**31 - 1
 Converters = dict[str, Callable[[Any], Any] | None]
 
 
-def stage_schemas(gen: Generator) -> list[tuple[int, dict[str, Any], Converters]]:
+def stage_schemas(spec: Spec) -> list[tuple[int, dict[str, Any], Converters]]:
     """Per drift stage: its first event index, its Avro record schema, and how its values become datums."""
-    spec = gen.spec
     fields: dict[str, FieldSpec] = dict(spec.fields)
     widened: dict[str, str] = {}
     added: set[str] = set()
@@ -157,16 +157,15 @@ def frame(schema_id: int, body: bytes) -> bytes:
     return struct.pack(">bI", MAGIC, schema_id) + body
 
 
-def registry_records(gen: Generator, records: Iterable[Record], registry: RegistryClient, topic: str,
+def registry_records(spec: Spec, records: Iterable[Record], registry: RegistryClient, topic: str,
                      strategy: str = "TopicNameStrategy", format: str = "avro") -> Iterator[Record]:
     """``records`` with their values framed as ``format`` ("avro" or "json-schema"); each stage's
     schema registered on first use. A spec that cannot be framed fails here, before anything is produced."""
-    spec = gen.spec
     if spec.cdc is not None:
         raise ValueError(f"spec {spec.name}: CDC streams are produced as JSON only (--format json)")
     if spec.bad_records is not None and spec.bad_records.ratio > 0:
         raise ValueError(f"spec {spec.name}: bad records are JSON-level mistakes; produce {format} without them")
-    stages = stage_schemas(gen)
+    stages = stage_schemas(spec)
     afters = [after for after, _, _ in stages]
     converters = [conv for _, _, conv in stages]
     if format == "avro":

@@ -11,13 +11,13 @@ import bisect
 import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sinklab.generators import cdc
 from sinklab.generators.fields import Maker, compile_field, parse_time, stream, weighted, widen
+from sinklab.generators.record import Record, Row
 from sinklab.generators.spec import Spec, TimestampField, load_spec
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from sinklab.generators.spec import RateSpec
     from sinklab.stack import Stack
 
-Row = dict[str, Any]
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 # Latin-1 text inside JSON: a producer that skipped UTF-8 encoding. 0xE8 followed by "m" is never UTF-8.
 LATIN1_TAIL = b',"note":"Cr\xe8me br\xfbl\xe9e"}'
@@ -35,20 +34,6 @@ MISMATCH_WORDS = ("seven", "n/a", "twelve", "unknown", "NaN?", "1,000")
 # Beyond signed and unsigned 64-bit integers.
 OUT_OF_RANGE = 2**64
 UNKNOWN_ROUTE = "no-such-destination"
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One Kafka record: its key and value bytes, the event it encodes, and whether it is bad."""
-
-    index: int
-    key: bytes | None
-    value: bytes | None  # None: a tombstone
-    # The event as a dict; for byte-level bad kinds (malformed-json, not-an-object, undecodable, tombstone)
-    # the event before it was mangled.
-    event: Row
-    bad: str | None = None
-    time: datetime | None = None  # the event time, when asked for (daily topics)
 
 
 class Generator:
@@ -147,7 +132,7 @@ class Generator:
             if not url:
                 raise ValueError(f"format={format!r} needs a schema registry: give registry_url, or start the "
                                  "stack's (`sinklab stack up --schema-registry`, Stack.start_schema_registry())")
-            records = registry_records(self, records, RegistryClient(url), topic, subject_strategy, format)
+            records = registry_records(self.spec, records, RegistryClient(url), topic, subject_strategy, format)
         elif format != "json":
             raise ValueError(f"format: expected json, avro or json-schema, got {format!r}")
         return produce_records(

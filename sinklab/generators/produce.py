@@ -27,7 +27,7 @@ from sinklab.generators.spec import RateSpec, SpecError
 if TYPE_CHECKING:
     from confluent_kafka import Message, Producer
 
-    from sinklab.generators.generator import Record
+    from sinklab.generators.record import Record
     from sinklab.stack import Stack
 
 PRODUCER_DEFAULTS = {"enable.idempotence": True, "acks": "all", "linger.ms": 20, "compression.type": "lz4"}

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from sinklab.sink.registry import full_name
-
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -21,6 +19,13 @@ AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
 TO_JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
                    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
 LOCAL_TIMESTAMP = "sinklab.LocalTimestamp"  # Connect has no zone-less timestamp; this name marks one
+
+
+def full_name(schema: dict[str, Any]) -> str:
+    """A named type's full name: its name, in its namespace unless the name is dotted already."""
+    name = schema["name"]
+    namespace = schema.get("namespace")
+    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 def avro_to_connect(schema: dict[str, Any] | str) -> dict[str, Any]:

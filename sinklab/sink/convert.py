@@ -17,6 +17,18 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sinklab.sink.columns import (
+    ERROR,
+    KEY_SCHEMA_ID,
+    KEY_TEXT,
+    META,
+    OP,
+    PARSED,
+    PAYLOAD,
+    ROUTE,
+    SCHEMA_ID,
+    VARIANT,
+)
 from sinklab.sink.errors import (
     MALFORMED_JSON,
     MISSING_REQUIRED,
@@ -32,16 +44,6 @@ if TYPE_CHECKING:
     from sinklab.sink.registry import FramedDecoder
     from sinklab.sink.transforms import Transform
 
-ERROR = "_sinklab_error"
-ROUTE = "_sinklab_route"
-OP = "_sinklab_op"
-PARSED = "_sinklab_parsed"
-VARIANT = "_sinklab_variant"  # the whole value parsed once as a VARIANT, for the VARIANT columns
-PAYLOAD = "_payload"
-SCHEMA_ID = "_sinklab_schema_id"
-KEY_SCHEMA_ID = "_sinklab_key_schema_id"
-KEY_TEXT = "_sinklab_key"  # a framed key decoded, for transforms (a Debezium event's key)
-META = ["topic", "partition", "offset", "timestamp"]
 INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
 INT_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31}

@@ -36,14 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.sink import dlq, events, route
+from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, ROUTE, SCHEMA_ID
 from sinklab.sink.config import ConfigError, SinkConfig
 from sinklab.sink.convert import (
-    ERROR,
-    KEY_SCHEMA_ID,
-    META,
-    OP,
-    ROUTE,
-    SCHEMA_ID,
     BadRows,
     Observed,
     RowColumns,

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sinklab.sink.convert import ERROR, META
+from sinklab.sink.columns import ERROR, META
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer

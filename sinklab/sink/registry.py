@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import requests
 from pydantic import BaseModel
 
+from sinklab.sink import avro, jsonschema
 from sinklab.sink.errors import UNDECODABLE
 
 if TYPE_CHECKING:
@@ -64,14 +65,9 @@ def subject(strategy: str, topic: str, schema: dict[str, Any], is_key: bool = Fa
     """The subject a producer registers ``schema`` under for ``topic`` (Confluent's naming strategies)."""
     if strategy == "TopicNameStrategy":
         return f"{topic}-{'key' if is_key else 'value'}"
-    full = full_name(schema)
+    full = avro.full_name(schema)
     return full if strategy == "RecordNameStrategy" else f"{topic}-{full}"
 
-
-def full_name(schema: dict[str, Any]) -> str:
-    name = schema["name"]
-    namespace = schema.get("namespace")
-    return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
 class RegistryClient:
@@ -192,8 +188,6 @@ class FramedDecoder:
         return found_any
 
     def _describe(self, text: str) -> str:
-        from sinklab.sink import avro, jsonschema
-
         if self.side == "key":
             return avro.key_kind(text) if self.format == "avro" else ""
         to_connect = avro.avro_to_connect if self.format == "avro" else jsonschema.json_schema_to_connect

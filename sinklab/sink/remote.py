@@ -21,9 +21,18 @@ from urllib.parse import quote
 
 import requests
 
-from sinklab.sink import errors
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import RecordError, SinkError, text_of
+from sinklab.sink.errors import (
+    CommitTimeout,
+    CycleTooLarge,
+    KafkaUnavailable,
+    RecordError,
+    SinkError,
+    SinkFenced,
+    StuckCall,
+    TableMissing,
+    text_of,
+)
 from sinklab.sink.sink import SinkStatus
 
 if TYPE_CHECKING:
@@ -35,6 +44,9 @@ PATH = "/sinklab/sinks"
 # A request that runs cycles waits for them: a first cycle on a cold server takes tens of seconds.
 CYCLE_TIMEOUT_S = 600.0
 _STAGED_LOCAL = ("loaded", "snapshot")  # the server's own objects, not sent
+# What a client raises again by name, beside RecordError and ConfigError: each takes its message.
+_BY_NAME: dict[str, type[SinkError]] = {cls.__name__: cls for cls in (
+    TableMissing, SinkFenced, KafkaUnavailable, StuckCall, CommitTimeout, CycleTooLarge)}
 
 
 class RemoteSinkError(SinkError):
@@ -80,10 +92,8 @@ def error_from_json(status: int, body: Any, doing: str) -> Exception:
         return RecordError(**body["record"])
     if kind == "ConfigError" or (status == 400 and kind is None):
         return ConfigError(message)
-    known = getattr(errors, str(kind), None) if kind else None
-    if isinstance(known, type) and issubclass(known, SinkError) and known is not RecordError:
-        return known(message)
-    return RemoteSinkError(f"{doing}: {message}")
+    known = _BY_NAME.get(str(kind))
+    return known(message) if known is not None else RemoteSinkError(f"{doing}: {message}")
 
 
 class RemoteSink:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sinklab.sink.convert import ROUTE
+from sinklab.sink.columns import ROUTE
 from sinklab.sink.progress import Offsets
 
 if TYPE_CHECKING:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel
 
+from sinklab.sink.columns import ERROR, KEY_TEXT
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -170,8 +172,6 @@ def debezium(t: Debezium, payload: dict[str, Any], schema: dict[str, Any] | None
 def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame:
     """``records`` (META, key, _payload, _schema, ERROR) with the transforms applied to the good ones;
     a record a transform rejects gets ``_error`` set instead."""
-    from sinklab.sink.convert import ERROR, KEY_TEXT
-
     chain = list(transforms)
     columns = records.columns
 

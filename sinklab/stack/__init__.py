@@ -1,6 +1,7 @@
 """The stack sinklab runs on: a Kafka-protocol broker, an Iceberg REST catalog and Spark."""
 
+from sinklab.stack.info import STACK_FILE, StackInfo
 from sinklab.stack.spark import SparkSettings
-from sinklab.stack.stack import STACK_FILE, Stack, StackInfo, stop_recorded
+from sinklab.stack.stack import Stack, stop_recorded
 
 __all__ = ["STACK_FILE", "SparkSettings", "Stack", "StackInfo", "stop_recorded"]

@@ -22,7 +22,7 @@ import requests
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port, stop_leader_first
 
 if TYPE_CHECKING:
-    from sinklab.stack.stack import StackInfo
+    from sinklab.stack.info import StackInfo
 
 CONNECT_DIR = "connect"
 # Long enough for the running sinks to finish their cycle and Spark to stop; the sink's protocol

@@ -12,12 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
-
 from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
+from sinklab.stack.info import DEFAULT_CATALOG_NAME, STACK_FILE, STORAGES, StackInfo
 from sinklab.stack.process import ProcessError, free_port, pid_alive, port_free, stop_leader_first, stop_pid
 from sinklab.stack.registry import EmbeddedRegistry, answers
 from sinklab.stack.s3 import EmbeddedS3, require_moto
@@ -36,39 +35,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
     from pyspark.sql import SparkSession
 
-STACK_FILE = "stack.json"
-DEFAULT_CATALOG_NAME = "sinklab"
-STORAGES = ("local", "s3")
-
 log = logging.getLogger(__name__)
-
-
-class StackInfo(BaseModel):
-    """The contents of ``stack.json``: enough for any client to reach a running stack."""
-
-    kind: Literal["embedded", "external", "compose"] = "external"
-    bootstrap_servers: str
-    catalog_uri: str
-    catalog_name: str = DEFAULT_CATALOG_NAME
-    warehouse: str
-    catalog_token: str | None = None
-    # Extra catalog client properties (s3.* and the like), for Spark and pyiceberg alike.
-    catalog_properties: dict[str, str] = Field(default_factory=dict)
-    spark_master: str = "local[*]"
-    workdir: str | None = None
-    # Processes `sinklab stack up` started and `stack down` stops, by name.
-    pids: dict[str, int] = Field(default_factory=dict)
-    # The embedded processes' ports: a process started again on the same workdir takes them back.
-    ports: dict[str, int] = Field(default_factory=dict)
-    storage: Literal["local", "s3"] = "local"
-    # The Kafka Connect REST API of the stack (sinklab.connect), when one runs.
-    connect_url: str | None = None
-    # Spark Connect (sc://host:port) of the Connect server's driver, when it serves it (`stack up --spark-connect`).
-    spark_connect_url: str | None = None
-    # The Confluent-compatible schema registry (Avro converters' schema.registry.url), when one runs.
-    schema_registry_url: str | None = None
-    # Nodes of the embedded Kafka (bootstrap_servers lists each): 1, or 3 replicating every topic.
-    brokers: int = 1
 
 
 class Stack:
