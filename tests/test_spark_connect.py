@@ -94,6 +94,16 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         assert status.state == "FAILED" and "garbled[0]@1" in (status.trace or "")
         assert not client.spark.catalog.tableExists("sinklab.clients.garbled")  # nothing of the cycle committed
         garbled.delete()
+        # A client's sink ends with its client's process, as a sink in a kernel does.
+        left = subprocess.run([sys.executable, "-c", (
+            "import sys; from sinklab.sink import open_sink; from sinklab.stack import Stack; "
+            "open_sink(Stack.from_file(sys.argv[1], spark='connect'), {'name': 'left', 'config': {'topics': 'south', "
+            "'iceberg.tables': 'clients.left', 'iceberg.tables.auto-create-enabled': 'true', "
+            "'value.converter.schemas.enable': 'false'}}).start()"), str(workdir / "stack.json")],
+            capture_output=True, text=True, timeout=120)
+        assert left.returncode == 0, left.stderr[-2000:]
+        state = requests.get(f"{info.connect_url}/sinklab/sinks/left/status", timeout=10).json()["state"]
+        assert state == "STOPPED"
         # The connector's name is its group and transactional id: a client's sink may not take it.
         with pytest.raises(RemoteSinkError, match="connector named north"):
             open_sink(client, {"name": "north", "config": {"topics": "north", "iceberg.tables": "clients.other",

@@ -14,7 +14,9 @@ that class.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from sinklab.sink.sink import BetweenCycles, IcebergSink
     from sinklab.stack import Stack
 
+log = logging.getLogger("sinklab.sink")
 PATH = "/sinklab/sinks"
 # A request that runs cycles waits for them: a first cycle on a cold server takes tens of seconds.
 CYCLE_TIMEOUT_S = 600.0
@@ -115,6 +118,29 @@ class RemoteSink:
         self._call("PUT", "", self.config.model_dump(mode="json"), f"creating sink {self.config.name}")
         # The tables it writes, under the config's catalog name, in this process's queries too.
         stack.register_spark_catalog(self.config.catalog_name)
+        atexit.register(self._end_with_process)
+
+    def _end_with_process(self) -> None:
+        """A sink in a kernel ends with its kernel; this one, on the server, is stopped when this process
+        exits. A process that is killed cannot: its sink runs on, and a new one of its name is refused
+        while it does."""
+        try:
+            answer = self._http.get(self._url + "/status", timeout=10)
+        except requests.ConnectionError:
+            return  # the server stopped, and its sinks with it
+        if answer.status_code == 404:
+            return  # deleted meanwhile
+        if not answer.ok:
+            log.warning("sink %s on %s: its status unknown as this process exits (HTTP %d), left as it is",
+                        self.config.name, self.stack.info.connect_url, answer.status_code)
+            return
+        if answer.json().get("state") != "RUNNING":
+            return
+        try:
+            self.stop(timeout=30)
+        except SinkError as exc:
+            log.warning("sink %s on %s: not stopped as this process exits: %s", self.config.name,
+                        self.stack.info.connect_url, exc)
 
     def _call(self, method: str, path: str, body: Any = None, doing: str = "", timeout: float = 30.0) -> Any:
         doing = doing or f"sink {self.config.name}: {method} {path or '/'}"
@@ -153,6 +179,7 @@ class RemoteSink:
     def delete(self) -> None:
         """Stop it and forget it on the server."""
         self._call("DELETE", "")
+        atexit.unregister(self._end_with_process)
 
     def __repr__(self) -> str:
         return f"RemoteSink({self.config.name} on {self.stack.info.connect_url})"
