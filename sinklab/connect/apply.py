@@ -16,14 +16,11 @@ from typing import Any
 
 import requests
 
+from sinklab.exceptions import ApplyError
 from sinklab.connect.herder import ConnectError, normalize, validate
 from sinklab.sink.config import ConfigError, read_connect_json
 
 TIMEOUT_S = 90  # Kafka Connect's own REST timeout: a DELETE waits for its sink's running cycle
-
-
-class ApplyError(RuntimeError):
-    """The folder cannot be applied (a file is invalid, the server refused a config or cannot be reached)."""
 
 
 @dataclass

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sinklab.exceptions import BadRequest, Conflict, ConnectError, NotFound
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
 from sinklab.maintenance import schedule
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
@@ -28,28 +29,6 @@ log = logging.getLogger("sinklab.connect")
 PLUGIN_CLASSES = ("io.tabular.iceberg.connect.IcebergSinkConnector", "org.apache.iceberg.connect.IcebergSinkConnector")
 # Connect also accepts a plugin's simple name and its alias without the "Connector" suffix.
 PLUGIN_ALIASES = {"IcebergSinkConnector", "IcebergSink"}
-
-
-class ConnectError(Exception):
-    """An error answered in Connect's shape: ``{"error_code": status, "message": ...}``."""
-
-    status = 500
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class NotFound(ConnectError):  # noqa: N818 - the HTTP status's name
-    status = 404
-
-
-class BadRequest(ConnectError):  # noqa: N818 - the HTTP status's name
-    status = 400
-
-
-class Conflict(ConnectError):  # noqa: N818 - the HTTP status's name
-    status = 409
 
 
 class SinkLike(Protocol):
@@ -94,12 +73,12 @@ def validate(name: str, config: dict[str, str]) -> SinkConfig:
     """The checks Connect makes (a known ``connector.class``, ``tasks.max``) and then the sink's own.
     Raises ConfigError naming the key."""
     if not name or "/" in name:
-        raise ConfigError(f"name: {name!r} is not a valid connector name")
+        raise ConfigError("name", f"{name!r} is not a valid connector name")
     cls = config.get("connector.class")
     if not cls:
-        raise ConfigError('connector.class: missing required configuration "connector.class"')
+        raise ConfigError("connector.class", 'missing required configuration "connector.class"')
     if not is_plugin(cls):
-        raise ConfigError(f"connector.class: failed to find any class that implements Connector and which name "
+        raise ConfigError("connector.class", f"failed to find any class that implements Connector and which name "
                           f"matches {cls}; this server runs {' and '.join(PLUGIN_CLASSES)}")
     tasks_max(config)
     loaded = load_config({"name": name, "config": config})
@@ -112,9 +91,9 @@ def tasks_max(config: dict[str, str]) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"tasks.max: expected an integer, got {raw!r}") from None
+        raise ConfigError("tasks.max", f"expected an integer, got {raw!r}") from None
     if value < 1:
-        raise ConfigError(f"tasks.max: must be at least 1, got {value}")
+        raise ConfigError("tasks.max", f"must be at least 1, got {value}")
     return value
 
 

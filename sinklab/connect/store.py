@@ -15,14 +15,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from sinklab.exceptions import StoreLocked
 
 STORE_FILE = "connectors.json"
 LOCK_FILE = "connect.lock"
 TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
-
-
-class StoreLocked(RuntimeError):  # noqa: N818 - reads better at the raise site
-    """Another Connect server owns this state folder."""
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
+from sinklab.exceptions import DeliveryError
 from sinklab.generators.spec import RateSpec, SpecError
 
 if TYPE_CHECKING:
@@ -35,10 +36,6 @@ PRODUCER_DEFAULTS = {"enable.idempotence": True, "acks": "all", "linger.ms": 20,
 KEEP_ERRORS = 100
 # How often a live notebook display is refreshed.
 DISPLAY_EVERY_S = 0.5
-
-
-class DeliveryError(RuntimeError):
-    """Some records were not delivered; the message gives the count and the first errors."""
 
 
 class Clock(Protocol):
@@ -108,7 +105,7 @@ def rate_schedule(rate: float | RateSpec | Mapping[str, Any] | None) -> RateSche
     try:
         spec = rate if isinstance(rate, RateSpec) else RateSpec.model_validate(rate)
     except ValidationError as exc:
-        raise SpecError("rate is invalid:\n" + "\n".join(
+        raise SpecError("rate", "is invalid:\n" + "\n".join(
             f"  rate.{'.'.join(map(str, e['loc']))}: {e['msg']}".replace("rate.:", "rate:") for e in exc.errors())
         ) from None
     if spec.burst is None:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sinklab.exceptions import SpecError
 
 # The seeds' streams are timestamped in early 2024; a fixed start keeps seeded output reproducible.
 DEFAULT_START = datetime(2024, 1, 4, 12, 0, 0)
@@ -26,10 +27,6 @@ BAD_KINDS = ("malformed-json", "not-an-object", "undecodable", "type-mismatch", 
 BadKind = Literal["malformed-json", "not-an-object", "undecodable", "type-mismatch", "missing-required", "out-of-range",
                   "tombstone", "no-table"]
 TIME_FORMATS = ("iso", "epoch_s", "epoch_ms", "epoch_us")
-
-
-class SpecError(ValueError):
-    """A generator spec is wrong; the message names the file and the key."""
 
 
 class _Model(BaseModel):
@@ -466,7 +463,7 @@ def builtin_specs() -> list[str]:
 def builtin_text(name: str) -> str:
     path = resources.files(SPEC_PACKAGE) / SPEC_DIR / f"{name}.yaml"
     if not path.is_file():
-        raise SpecError(f"no built-in generator spec {name!r} (built-in: {', '.join(builtin_specs())})")
+        raise SpecError(None, f"no built-in generator spec {name!r} (built-in: {', '.join(builtin_specs())})")
     return path.read_text(encoding="utf-8")
 
 
@@ -482,16 +479,16 @@ def load_spec(source: str | Path | Mapping[str, Any] | Spec, overrides: Mapping[
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise SpecError(f"{where}: not valid YAML: {exc}") from None
+            raise SpecError(where, f"not valid YAML: {exc}") from None
         if not isinstance(data, dict):
-            raise SpecError(f"{where}: expected a mapping with `name` and `fields`, got {type(data).__name__}")
+            raise SpecError(where, f"expected a mapping with `name` and `fields`, got {type(data).__name__}")
     for key, value in (overrides or {}).items():
         if value is not None:
             data[key] = value.model_dump(exclude_unset=True) if isinstance(value, BaseModel) else value
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(f"{where} is invalid:\n" + "\n".join(
+        raise SpecError(None, f"{where} is invalid:\n" + "\n".join(
             f"  {_location(err['loc'])}: {err['msg']}" for err in exc.errors())) from None
 
 
@@ -501,7 +498,7 @@ def _read(source: str | Path) -> tuple[str, str]:
         try:
             return path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
-            raise SpecError(f"cannot read generator spec {path}: {exc.strerror}") from None
+            raise SpecError(None, f"cannot read generator spec {path}: {exc.strerror}") from None
     return builtin_text(str(source)), f"built-in spec {source!r}"
 
 

@@ -7,21 +7,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sinklab.exceptions import PolicyError
 from sinklab.sink.config import MAINTENANCE_PREFIX as PREFIX
 
 UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 
 
-class PolicyError(ValueError):
-    """A ``sinklab.maintenance.*`` value is wrong; the message names the key."""
-
-
 def parse_duration(key: str, value: Any) -> int:
     """``500ms``, ``30s``, ``10m``, ``2h``, ``7d`` or a plain number of milliseconds, as milliseconds."""
     match = DURATION_RE.match(str(value))
     if match is None:
-        raise PolicyError(f"{key}: expected a duration such as 30s, 10m, 2h, 7d or milliseconds, got {value!r}")
+        raise PolicyError(key, f"expected a duration such as 30s, 10m, 2h, 7d or milliseconds, got {value!r}")
     return int(match.group(1)) * UNITS_MS[match.group(2) or "ms"]
 
 
@@ -62,27 +59,27 @@ def parse_policy(conf: dict[str, Any]) -> MaintenancePolicy:
             continue
         spec = KEYS.get(key.removeprefix(PREFIX))
         if spec is None:
-            raise PolicyError(f"{key}: unknown maintenance key (known: {', '.join(PREFIX + k for k in KEYS)})")
+            raise PolicyError(key, f"unknown maintenance key (known: {', '.join(PREFIX + k for k in KEYS)})")
         field, kind = spec
         text = str(raw).strip()
         if kind == "duration":
             values[field] = parse_duration(key, text)
         elif kind == "bool":
             if text.lower() not in ("true", "false"):
-                raise PolicyError(f"{key}: expected true or false, got {raw!r}")
+                raise PolicyError(key, f"expected true or false, got {raw!r}")
             values[field] = text.lower() == "true"
         else:
             if not text.isdigit():
-                raise PolicyError(f"{key}: expected a non-negative integer, got {raw!r}")
+                raise PolicyError(key, f"expected a non-negative integer, got {raw!r}")
             values[field] = int(text)
     policy = MaintenancePolicy(**values)
     if policy.expire_every_commits and policy.expire_older_than_ms is None:
-        raise PolicyError(f"{PREFIX}expire.every-commits: set {PREFIX}expire.older-than too (how old a snapshot "
+        raise PolicyError(f"{PREFIX}expire.every-commits", f"set {PREFIX}expire.older-than too (how old a snapshot "
                           f"must be to go)")
     if policy.orphans_older_than_ms is not None and policy.expire_older_than_ms is None:
-        raise PolicyError(f"{PREFIX}orphans.older-than: orphan files are cleaned with each expiry; set "
+        raise PolicyError(f"{PREFIX}orphans.older-than", f"orphan files are cleaned with each expiry; set "
                           f"{PREFIX}expire.older-than too")
     if policy.expire_older_than_ms is not None and not policy.enabled:
-        raise PolicyError(f"{PREFIX}expire.older-than: say when to expire: {PREFIX}expire.every-commits, or with "
+        raise PolicyError(f"{PREFIX}expire.older-than", f"say when to expire: {PREFIX}expire.every-commits, or with "
                           f"each compaction ({PREFIX}compact.every-commits / compact.small-files)")
     return policy

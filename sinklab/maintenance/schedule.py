@@ -50,7 +50,7 @@ def schedule(config: SinkConfig) -> Scheduler | None:
     try:
         policy = parse_policy(config.maintenance_keys)
     except PolicyError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(exc.key, exc.problem) from None
     return Scheduler(policy, config.catalog_name)
 
 

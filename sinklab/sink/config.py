@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from sinklab.exceptions import ConfigError
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.registry import Format, RegistrySettings, strategy_name
@@ -40,10 +41,6 @@ CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s
                            "s3.secret-access-key", "s3.path-style-access", "io-impl", "client.region"}
 
 
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message names the key."""
-
-
 TIME_TRANSFORMS = {"year": "years", "years": "years", "month": "months", "months": "months", "day": "days",
                    "days": "days", "date": "days", "hour": "hours", "hours": "hours", "date_hour": "hours"}
 
@@ -73,23 +70,23 @@ def parse_partition(key: str, text: str) -> PartitionField:
     match = PARTITION_RE.match(text)
     if match is None:
         if not re.fullmatch(r"[\w.]+", text):
-            raise ConfigError(f"{key}: cannot read partition field {text!r} (expected a column, day(col), "
+            raise ConfigError(key, f"cannot read partition field {text!r} (expected a column, day(col), "
                               f"bucket(16, col), truncate(4, col), ...)")
         return PartitionField(transform="identity", column=text)
     name, first, second = match.group(1).lower(), match.group(2), match.group(3)
     if name in TIME_TRANSFORMS or name == "identity":
         if second is not None:
-            raise ConfigError(f"{key}: {name}() takes one column, got {text!r}")
+            raise ConfigError(key, f"{name}() takes one column, got {text!r}")
         return PartitionField(transform=TIME_TRANSFORMS.get(name, "identity"), column=first)
     if name in ("bucket", "truncate"):
         if second is None:
-            raise ConfigError(f"{key}: {name} needs a width and a column, e.g. {name}(16, id); got {text!r}")
+            raise ConfigError(key, f"{name} needs a width and a column, e.g. {name}(16, id); got {text!r}")
         # Both orders are in use (Spark DDL puts the width first, Java's config the column).
         width, column = (first, second) if first.isdigit() else (second, first)
         if not width.isdigit() or int(width) < 1:
-            raise ConfigError(f"{key}: {name} width must be a positive integer, got {text!r}")
+            raise ConfigError(key, f"{name} width must be a positive integer, got {text!r}")
         return PartitionField(transform=name, column=column, param=int(width))
-    raise ConfigError(f"{key}: unknown partition transform {name!r} in {text!r} (use identity, year, month, day, "
+    raise ConfigError(key, f"unknown partition transform {name!r} in {text!r} (use identity, year, month, day, "
                       f"hour, bucket or truncate)")
 
 
@@ -197,16 +194,16 @@ def _bool(key: str, value: Any) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    raise ConfigError(key, f"expected true or false, got {value!r}")
 
 
 def _int(key: str, value: Any, minimum: int = 0) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        raise ConfigError(key, f"expected an integer, got {value!r}") from None
     if number < minimum:
-        raise ConfigError(f"{key}: must be at least {minimum}, got {number}")
+        raise ConfigError(key, f"must be at least {minimum}, got {number}")
     return number
 
 
@@ -238,17 +235,17 @@ def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
         prefix = f"transforms.{alias}."
         cls = conf.get(f"{prefix}type")
         if cls is None:
-            raise ConfigError(f"{prefix}type: transform {alias!r} has no type")
+            raise ConfigError(f"{prefix}type", f"transform {alias!r} has no type")
         model = TRANSFORM_CLASSES.get(str(cls))
         if model is None:
-            raise ConfigError(f"{prefix}type: sinklab cannot run transform {cls!r} (it runs "
+            raise ConfigError(f"{prefix}type", f"sinklab cannot run transform {cls!r} (it runs "
                               f"{', '.join(sorted({c.rsplit('.', 1)[-1] for c in TRANSFORM_CLASSES}))})")
         props = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix) and k != f"{prefix}type"}
         if model is KafkaMetadata:
             external = props.pop("external_field", None)
             pair = tuple(str(external).split(",", 1)) if external else None
             if pair is not None and len(pair) != 2:
-                raise ConfigError(f"{prefix}external_field: expected 'name,value', got {external!r}")
+                raise ConfigError(f"{prefix}external_field", f"expected 'name,value', got {external!r}")
             out.append(KafkaMetadata(field_name=str(props.pop("field_name", "_kafka_metadata")),
                                      nested=_bool(f"{prefix}nested", props.pop("nested", False)),
                                      external_field=pair))  # type: ignore[arg-type]
@@ -279,9 +276,9 @@ def read_connect_json(source: str | Path | dict[str, Any], name: str | None = No
         try:
             raw = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
+            raise ConfigError(None, f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: expected a JSON object")
+        raise ConfigError(None, f"{origin}: expected a JSON object")
     if "config" in raw and isinstance(raw["config"], dict):
         conf = dict(raw["config"])
         name = name or raw.get("name") or conf.get("name")
@@ -292,7 +289,7 @@ def read_connect_json(source: str | Path | dict[str, Any], name: str | None = No
         # The seed posts pizzas-on-ice.json to /connectors/pizzas-on-ice: the file names the connector.
         name = Path(source).stem.replace("_", "-")
     if not name:
-        raise ConfigError("name: a sink needs a name (it keys the consumer group and the transactional id)")
+        raise ConfigError("name", "a sink needs a name (it keys the consumer group and the transactional id)")
     return str(name), conf
 
 
@@ -312,8 +309,8 @@ def config_path(source: str | Path) -> Path:
     if path.name == str(source) and path.name in packaged:
         return packaged[path.name]
     if path.exists():
-        raise ConfigError(f"{path.resolve()}: not a file")
-    raise ConfigError(f"config file {path.resolve()} not found (a bare name is also looked up among sinklab's "
+        raise ConfigError(None, f"{path.resolve()}: not a file")
+    raise ConfigError(None, f"config file {path.resolve()} not found (a bare name is also looked up among sinklab's "
                       f"packaged configs: {', '.join(packaged) or 'none'})")
 
 
@@ -341,7 +338,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             try:
                 re.compile(str(value))
             except re.error as exc:
-                raise ConfigError(f"topics.regex: invalid regular expression {value!r} ({exc})") from None
+                raise ConfigError("topics.regex", f"invalid regular expression {value!r} ({exc})") from None
             out["topics_regex"] = str(value)
         elif key == "iceberg.tables":
             out["tables"] = _list(value)
@@ -397,7 +394,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             prop = key.removeprefix("consumer.override.")
             if prop == "auto.offset.reset":
                 if str(value) not in ("earliest", "latest"):
-                    raise ConfigError(f"{key}: expected earliest or latest, got {value!r}")
+                    raise ConfigError(key, f"expected earliest or latest, got {value!r}")
                 out["auto_offset_reset"] = str(value)
             else:
                 kafka_props[prop] = str(value)
@@ -415,7 +412,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
             key_converter = str(value)
         elif key == "errors.tolerance":
             if str(value) not in ("none", "all"):
-                raise ConfigError(f"errors.tolerance: expected none or all, got {value!r}")
+                raise ConfigError("errors.tolerance", f"expected none or all, got {value!r}")
             out["errors_tolerance"] = str(value)
         elif key == "errors.deadletterqueue.topic.name":
             out["dlq_topic"] = str(value) or None
@@ -447,7 +444,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 -
 
     readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
     if value_converter is not None and value_converter not in readable:
-        raise ConfigError(f"value.converter: sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} is "
+        raise ConfigError("value.converter", f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} is "
                           f"not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
                           f"{JSON_SCHEMA_CONVERTER})")
     framed = REGISTRY_CONVERTERS.get(value_converter or "")
@@ -497,28 +494,25 @@ def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]
         key = f"{side}.converter.{prop}" if prop != "subject.name.strategy" else f"{side}.subject.name.strategy"
         if prop == "schema.registry.url":
             if not value.startswith(("http://", "https://")):
-                raise ConfigError(f"{key}: expected an http(s) URL, got {value!r}")
+                raise ConfigError(key, f"expected an http(s) URL, got {value!r}")
             # Confluent's clients take a comma-separated list; one registry answers for all of them.
             settings.registry_url = value.split(",")[0].strip()
         elif prop in ("basic.auth.credentials.source", "schema.registry.basic.auth.credentials.source"):
             if value not in ("USER_INFO", "URL"):
-                raise ConfigError(f"{key}: expected USER_INFO or URL, got {value!r}")
+                raise ConfigError(key, f"expected USER_INFO or URL, got {value!r}")
             source = value
         elif prop in ("basic.auth.user.info", "schema.registry.basic.auth.user.info"):
             if ":" not in value:
-                raise ConfigError(f"{key}: expected user:password")
+                raise ConfigError(key, "expected user:password")
             settings.user_info = value
         elif prop in (f"{side}.subject.name.strategy", "subject.name.strategy"):
-            try:
-                settings.subject_strategy = strategy_name(key, value)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            settings.subject_strategy = strategy_name(key, value)
         elif prop == "schemas.enable":
             notes.append(f"{key}: ignored (framed {side}s always carry their schema id)")
         else:
             notes.append(f"{key}: unknown converter setting, ignored")
     if source == "USER_INFO" and settings.user_info is None:
-        raise ConfigError(f"{side}.converter.basic.auth.user.info: basic.auth.credentials.source=USER_INFO needs it")
+        raise ConfigError(f"{side}.converter.basic.auth.user.info", f"basic.auth.credentials.source=USER_INFO needs it")
     if source == "URL":
         settings.user_info = None  # credentials, if any, are in the URL
     return settings
@@ -526,36 +520,36 @@ def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]
 
 def _validate(config: SinkConfig) -> None:
     if not config.topics and not config.topics_regex:
-        raise ConfigError("topics: set topics or topics.regex")
+        raise ConfigError("topics", "set topics or topics.regex")
     if config.topics and config.topics_regex:
-        raise ConfigError("topics.regex: set either topics or topics.regex, not both")
+        raise ConfigError("topics.regex", "set either topics or topics.regex, not both")
     if not config.tables and not config.dynamic_enabled:
-        raise ConfigError("iceberg.tables: name at least one destination table (or enable dynamic routing)")
+        raise ConfigError("iceberg.tables", "name at least one destination table (or enable dynamic routing)")
     for table in config.tables:
         if len(table.split(".")) < 2:
-            raise ConfigError(f"iceberg.tables: {table!r} needs a namespace (namespace.table)")
+            raise ConfigError("iceberg.tables", f"{table!r} needs a namespace (namespace.table)")
     if config.dynamic_enabled and not config.route_field:
-        raise ConfigError("iceberg.tables.route-field: dynamic routing needs a route field")
+        raise ConfigError("iceberg.tables.route-field", "dynamic routing needs a route field")
     for table, regex in config.route_regex.items():
         try:
             re.compile(regex)
         except re.error as exc:
-            raise ConfigError(f"iceberg.table.{table}.route-regex: invalid regular expression {regex!r} ({exc})"
+            raise ConfigError(f"iceberg.table.{table}.route-regex", f"invalid regular expression {regex!r} ({exc})"
                               ) from None
         if not config.route_field:
-            raise ConfigError(f"iceberg.table.{table}.route-regex: needs iceberg.tables.route-field")
+            raise ConfigError(f"iceberg.table.{table}.route-regex", f"needs iceberg.tables.route-field")
     if config.variant_columns or config.variant_value:
         key = "sinklab.tables.variant-value" if config.variant_value else "sinklab.tables.variant-columns"
         version = config.auto_create_props.get("format-version", str(VARIANT_FORMAT_VERSION))
         if not version.isdigit() or int(version) < VARIANT_FORMAT_VERSION:
-            raise ConfigError(f"{key}: VARIANT columns need Iceberg format version 3, but "
+            raise ConfigError(key, f"VARIANT columns need Iceberg format version 3, but "
                               f"iceberg.tables.auto-create-props.format-version is {version}")
         if config.variant_value and config.variant_columns:
-            raise ConfigError("sinklab.tables.variant-columns: the whole value already lands in "
+            raise ConfigError("sinklab.tables.variant-columns", "the whole value already lands in "
                               f"{config.variant_value} (sinklab.tables.variant-value); set one of the two")
         if config.variant_value and config.row_level:
-            raise ConfigError("sinklab.tables.variant-value: upsert/CDC needs id columns, and a whole value as one "
+            raise ConfigError("sinklab.tables.variant-value", "upsert/CDC needs id columns, and a whole value as one "
                               "VARIANT has none; use sinklab.tables.variant-columns for the changing fields")
     if config.errors_tolerance == "all" and not config.dlq_topic:
         # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
-        raise ConfigError("errors.deadletterqueue.topic.name: errors.tolerance=all needs a dead-letter topic")
+        raise ConfigError("errors.deadletterqueue.topic.name", "errors.tolerance=all needs a dead-letter topic")

@@ -645,7 +645,7 @@ class Coordinator:
         schema = self.spark.table(target).schema
         whole = self.config.variant_value
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
-            raise ConfigError(f"sinklab.tables.variant-value: table {state.name} has no VARIANT column {whole} "
+            raise ConfigError("sinklab.tables.variant-value", f"table {state.name} has no VARIANT column {whole} "
                               f"(columns: {', '.join(schema.fieldNames())})")
         fields: Observed | None = None
         # A whole value in one VARIANT has no fields to evolve: that is the point of it.
@@ -715,7 +715,7 @@ class Coordinator:
         if not ids and state.table is not None:
             ids = list(state.table.schema().identifier_field_names())
         if not ids:
-            raise ConfigError(f"iceberg.tables.default-id-columns: table {state.name} has no identifier fields; "
+            raise ConfigError("iceberg.tables.default-id-columns", f"table {state.name} has no identifier fields; "
                               f"upsert/CDC needs id columns (iceberg.table.{state.name}.id-columns)")
         return ids
 
@@ -856,7 +856,7 @@ def _decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -
     if settings is None:
         return None
     if not settings.registry_url:
-        raise ConfigError(f"{side}.converter.schema.registry.url: the converter needs the schema registry's URL "
+        raise ConfigError(f"{side}.converter.schema.registry.url", f"the converter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
     return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
                          settings.subject_strategy, side)

@@ -4,44 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-
-
-class SinkError(RuntimeError):
-    """Base of the sink's own errors."""
-
-
-class RecordError(SinkError):
-    """A record could not be converted; nothing of the cycle was committed."""
-
-    def __init__(self, topic: str, partition: int, offset: int, table: str | None, reason: str):
-        self.topic, self.partition, self.offset, self.table, self.reason = topic, partition, offset, table, reason
-        self.kind = reason.split(":", 1)[0]
-        target = f" -> table {table}" if table else ""
-        super().__init__(f"record {topic}[{partition}]@{offset}{target}: {reason}")
-
-
-class TableMissing(SinkError):
-    """A destination table does not exist and may not be created."""
-
-
-class SinkFenced(SinkError):
-    """A newer instance of the same sink took over; this one must stop."""
-
-
-class KafkaUnavailable(SinkError):
-    """The broker did not answer a step of the cycle's Kafka transaction in time."""
-
-
-class StuckCall(KafkaUnavailable):
-    """A transactional call of librdkafka did not return long after its own timeout (coordinator.bounded)."""
-
-
-class CommitTimeout(SinkError):
-    """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
-
-
-class CycleTooLarge(SinkError):
-    """A cycle's records did not fit in Spark's memory."""
+from sinklab.exceptions import CommitTimeout, CycleTooLarge, KafkaUnavailable, RecordError, SinkError, SinkFenced, StuckCall, TableMissing
 
 
 # Java exceptions (by class name, as Spark's and py4j's messages carry them, causes included) of a

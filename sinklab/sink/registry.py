@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import requests
 from pydantic import BaseModel
 
+from sinklab.exceptions import ConfigError, RegistryError
 from sinklab.sink import avro, jsonschema
 from sinklab.sink.errors import UNDECODABLE
 
@@ -38,10 +39,6 @@ SCHEMA_TYPES: dict[str, str] = {"avro": "AVRO", "json": "JSON"}
 FORMAT_NAMES = {"avro": "Avro", "json": "JSON Schema"}
 
 
-class RegistryError(RuntimeError):
-    """The schema registry refused a request, or could not be reached; the message names the URL."""
-
-
 class RegistrySettings(BaseModel):
     """A converter's registry settings, as Kafka Connect's ``AvroConverter`` and
     ``JsonSchemaConverter`` take them, for values or keys."""
@@ -58,7 +55,7 @@ def strategy_name(key: str, value: str) -> str:
     for short, full in STRATEGIES.items():
         if value in (short, full):
             return short
-    raise ValueError(f"{key}: unknown subject name strategy {value!r} (one of {', '.join(STRATEGIES.values())})")
+    raise ConfigError(key, f"unknown subject name strategy {value!r} (one of {', '.join(STRATEGIES.values())})")
 
 
 def subject(strategy: str, topic: str, schema: dict[str, Any], is_key: bool = False) -> str:

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import requests
 
+from sinklab.exceptions import RemoteSinkError
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
 from sinklab.sink.errors import (
     CommitTimeout,
@@ -50,10 +51,6 @@ _STAGED_LOCAL = ("loaded", "snapshot")  # the server's own objects, not sent
 # What a client raises again by name, beside RecordError and ConfigError: each takes its message.
 _BY_NAME: dict[str, type[SinkError]] = {cls.__name__: cls for cls in (
     TableMissing, SinkFenced, KafkaUnavailable, StuckCall, CommitTimeout, CycleTooLarge)}
-
-
-class RemoteSinkError(SinkError):
-    """The server could not do what a remote sink asked of it, or failed with an error of no sinklab class."""
 
 
 def result_json(result: CycleResult | None) -> dict[str, Any] | None:
@@ -194,6 +191,6 @@ def open_sink(stack: Stack, config: SinkConfig | dict[str, Any] | str | Path,
     if not stack.spark_client:
         return IcebergSink(stack, config, between_cycles=between_cycles)
     if between_cycles is not None:
-        raise ConfigError("between_cycles: a sink on the Connect server runs the table maintenance its config "
+        raise ConfigError("between_cycles", "a sink on the Connect server runs the table maintenance its config "
                           "asks for there (sinklab.maintenance.* keys); a hook from this process cannot run there")
     return RemoteSink(stack, config)

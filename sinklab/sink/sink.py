@@ -77,9 +77,9 @@ class IcebergSink:
         self.config = config if isinstance(config, SinkConfig) else load_config(config)
         if self.config.maintenance_keys and between_cycles is None:
             raise ConfigError(
-                f"{', '.join(sorted(self.config.maintenance_keys))}: table maintenance runs between cycles through "
-                f"the sink's hook: IcebergSink(stack, config, between_cycles=sinklab.maintenance.schedule(config)) "
-                f"(sinklab sink run and the Connect server do this themselves)")
+                ", ".join(sorted(self.config.maintenance_keys)), "table maintenance runs between cycles through "
+                "the sink's hook: IcebergSink(stack, config, between_cycles=sinklab.maintenance.schedule(config)) "
+                "(sinklab sink run and the Connect server do this themselves)")
         self._between_cycles = between_cycles
         for note in self.config.notes:
             log.info("config: %s", note)

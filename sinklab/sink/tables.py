@@ -220,15 +220,15 @@ def partition_schema(records: DataFrame, schema: T.StructType, fields: list[Part
     for pf in fields:
         dtype = _field_type(out, pf.column)
         if dtype is None:
-            raise ConfigError(f"{key}: column {pf.column!r} is not in the records (columns: "
+            raise ConfigError(key, f"column {pf.column!r} is not in the records (columns: "
                               f"{', '.join(out.fieldNames())})")
         if pf.transform in ("years", "months", "days", "hours") and isinstance(dtype, T.StringType):
             if "." in pf.column:
-                raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column")
+                raise ConfigError(key, f"{pf.transform}({pf.column}) needs a timestamp column")
             raw = F.get_json_object("_payload", f"$.{pf.column}")
             bad = records.where(raw.isNotNull() & raw.try_cast("timestamp").isNull()).select(raw).first()
             if bad is not None:
-                raise ConfigError(f"{key}: {pf.transform}({pf.column}) needs a timestamp column, and {bad[0]!r} "
+                raise ConfigError(key, f"{pf.transform}({pf.column}) needs a timestamp column, and {bad[0]!r} "
                                   f"is not a timestamp")
             out = T.StructType([T.StructField(f.name, T.TimestampType(), f.nullable) if f.name == pf.column else f
                                 for f in out.fields])
@@ -250,7 +250,7 @@ def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.St
     ``ids`` become required identifier fields (row identity for upsert and CDC)."""
     missing = [c for c in ids or [] if c not in schema.fieldNames()]
     if missing:
-        raise ConfigError(f"iceberg.tables.default-id-columns: table {name}: id column(s) {', '.join(missing)} "
+        raise ConfigError("iceberg.tables.default-id-columns", f"table {name}: id column(s) {', '.join(missing)} "
                           f"are not in the records (columns: {', '.join(schema.fieldNames())})")
     schema = T.StructType([T.StructField(f.name, f.dataType, f.nullable and f.name not in (ids or []))
                            for f in schema.fields])

@@ -14,14 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel
 
+from sinklab.exceptions import TransformError
 from sinklab.sink.columns import ERROR, KEY_TEXT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-class TransformError(ValueError):
-    """A record a transform cannot handle (say, a Debezium envelope without ``op``)."""
 
 
 class KafkaMetadata(BaseModel):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import requests
 
+from sinklab.exceptions import ComposeNotRunning
 from sinklab.stack import registry
 from sinklab.stack.registry import CCOMPAT_PATH
 
@@ -51,10 +52,6 @@ INSIDE = ComposeEndpoints(
     spark_master="spark://spark-master:7077",
     schema_registry_url=f"http://schema-registry:8080{CCOMPAT_PATH}",
 )
-
-
-class ComposeNotRunning(RuntimeError):
-    pass
 
 
 def compose_endpoints(inside: bool | None = None) -> ComposeEndpoints:

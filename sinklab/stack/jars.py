@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
+from sinklab.exceptions import JarsNotFound
 
 ICEBERG_VERSION = "1.11.0"
 KAFKA_VERSION = "4.3.1"
@@ -32,10 +33,6 @@ MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 JARS_DIR_ENV = "SINKLAB_JARS_DIR"  # a user's own jars, one subfolder per part (air-gapped machines)
 CACHE_ENV = "SINKLAB_JARS_CACHE"  # where resolved jars and classpaths live
 REPO_ENV = "SINKLAB_MAVEN_REPO"  # a Maven mirror instead of Central
-
-
-class JarsNotFound(RuntimeError):
-    """A part's jars could not be resolved; the message names the coordinate."""
 
 
 @dataclass(frozen=True)

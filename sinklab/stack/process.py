@@ -11,12 +11,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from sinklab.exceptions import ProcessError
 
 LOOPBACK = "127.0.0.1"
-
-
-class ProcessError(RuntimeError):
-    """A managed process did not start, or died while it was needed."""
 
 
 _handed_out: set[int] = set()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import requests
 
+from sinklab.exceptions import S3NotAvailable
 from sinklab.stack.process import LOOPBACK, ManagedProcess, ProcessError, free_port
 
 DEFAULT_BUCKET = "sinklab"
@@ -23,10 +24,6 @@ DEFAULT_REGION = "us-east-1"
 # moto accepts any credentials; fixed ones keep stack.json and a user's own clients simple.
 DEFAULT_ACCESS_KEY = "sinklab"
 DEFAULT_SECRET_KEY = "sinklab-secret"
-
-
-class S3NotAvailable(RuntimeError):
-    pass
 
 
 def s3_client_properties(

@@ -1,0 +1,229 @@
+"""Every error sinklab raises on purpose, under one root, ``SinklabError``.
+
+An error carries what a caller acts on as fields (the config ``key``; the record's ``topic``,
+``partition`` and ``offset``; the ``table``; the ``sink``), never only in its text: read the field,
+do not parse the message. ``exit_code`` is what the ``sinklab`` command exits with when it stops on
+one (the codes below, listed by ``sinklab --help``); an error of this module is printed as one line,
+without a traceback. The built-in base beside the root (``ValueError``, ``RuntimeError``) is the one
+each error had before the root existed, so ``except ValueError`` around a config keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+# The command's exit statuses.
+EXIT_OK = 0
+EXIT_ERROR = 1  # an error the message explains: configuration, input, the stack, a sink that stopped
+EXIT_CHANGES = 2  # `connect diff`: applying the folder would change the server
+EXIT_NEEDS_LOOK = 3  # `stack status` / `sink status`: a process stopped, a sink FAILED
+EXIT_BAD_RECORD = 4  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
+EXIT_FENCED = 5  # a newer instance of the sink took over
+EXIT_UNAVAILABLE = 6  # a service was away or too slow (Kafka, the catalog, storage): run again later
+EXIT_USAGE = 64  # the command line itself is wrong (sysexits' EX_USAGE)
+EXIT_INTERNAL = 70  # an error sinklab did not expect: printed with its traceback (sysexits' EX_SOFTWARE)
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_ERROR: "an error the message explains (configuration, input, the stack, a sink that stopped)",
+    EXIT_CHANGES: "connect diff: applying the folder would change the server",
+    EXIT_NEEDS_LOOK: "stack status / sink status: something stopped or FAILED",
+    EXIT_BAD_RECORD: "a record the sink cannot write (errors.tolerance=none); nothing of its cycle was committed",
+    EXIT_FENCED: "a newer instance of the sink took over",
+    EXIT_UNAVAILABLE: "Kafka, the catalog or storage was away or too slow; run again later",
+    EXIT_USAGE: "the command line is wrong",
+    EXIT_INTERNAL: "an unexpected error (printed with its traceback)",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
+class SinklabError(Exception):
+    """The root of sinklab's own errors."""
+
+    exit_code: ClassVar[int] = EXIT_ERROR
+
+
+# ---- configuration and input
+class ConfigError(SinklabError, ValueError):
+    """A configuration value is wrong: ``key`` names it (None when the file itself is wrong)."""
+
+    def __init__(self, key: str | None, problem: str):
+        self.key, self.problem = key, problem
+        super().__init__(f"{key}: {problem}" if key else problem)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.key, self.problem), {})
+
+
+class SpecError(ConfigError):
+    """A generator spec is wrong: ``key`` names the file and the field."""
+
+
+class PolicyError(ConfigError):
+    """A ``sinklab.maintenance.*`` value is wrong."""
+
+
+class TransformError(SinklabError, ValueError):
+    """A record a transform cannot handle (say, a Debezium envelope without ``op``)."""
+
+
+class UsageError(SinklabError):
+    """The command line asks for something the command cannot do; the message says what to give."""
+
+
+# ---- the sink
+class SinkError(SinklabError, RuntimeError):
+    """What stops a sink's cycle; ``sink`` names the sink where it is known."""
+
+    def __init__(self, message: str, *, sink: str | None = None, table: str | None = None):
+        self.sink, self.table = sink, table
+        super().__init__(message)
+
+
+class RecordError(SinkError):
+    """A record could not be converted or written; nothing of its cycle was committed."""
+
+    exit_code = EXIT_BAD_RECORD
+
+    def __init__(self, topic: str, partition: int, offset: int, table: str | None, reason: str, *,
+                 kind: str | None = None, sink: str | None = None):
+        self.topic, self.partition, self.offset, self.reason = topic, partition, offset, reason
+        self.kind = kind or record_error_kind(reason)
+        target = f" -> table {table}" if table else ""
+        super().__init__(f"record {topic}[{partition}]@{offset}{target}: {reason}", sink=sink, table=table)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.topic, self.partition, self.offset, self.table, self.reason),
+                          {"kind": self.kind, "sink": self.sink})
+
+
+def record_error_kind(reason: str) -> str:
+    """The kind of a per-record error (``undecodable``, ``type-mismatch``, ...): the text a cycle's
+    conversion gives a bad record starts with it, ``kind: detail`` (the error column's format)."""
+    return reason.split(":", 1)[0]
+
+
+def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return cls(*args, **kwargs)
+
+
+class TableMissing(SinkError):
+    """A destination table does not exist and may not be created."""
+
+
+class TableUnfit(SinkError, ValueError):
+    """A table cannot take what the configuration asks of it (``key``): a format version too old for
+    row-level deletes, no identifier fields for upsert, no VARIANT column for a whole value."""
+
+    def __init__(self, message: str, *, table: str, key: str, sink: str | None = None):
+        self.key = key
+        super().__init__(message, sink=sink, table=table)
+
+
+class TopicMissing(SinkError):
+    """A configured source topic does not exist on the broker."""
+
+    def __init__(self, message: str, *, topics: list[str], sink: str | None = None):
+        self.topics = topics
+        super().__init__(message, sink=sink)
+
+
+class CommitContended(SinkError):
+    """A table kept moving under the cycle's compare-and-swap (other writers); the cycle gave up."""
+
+
+class SinkFenced(SinkError):
+    """A newer instance of the same sink took over; this one must stop."""
+
+    exit_code = EXIT_FENCED
+
+
+class KafkaUnavailable(SinkError):
+    """The broker did not answer a step of the cycle's Kafka transaction in time."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class StuckCall(KafkaUnavailable):
+    """A transactional call of librdkafka did not return long after its own timeout."""
+
+
+class CommitTimeout(SinkError):
+    """Committing the tables took longer than iceberg.control.commit.timeout-ms."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class CycleTooLarge(SinkError):
+    """A cycle's records did not fit in Spark's memory."""
+
+
+class RemoteSinkError(SinkError):
+    """The server could not do what a remote sink asked of it, or failed with an error of no sinklab class."""
+
+
+class RegistryError(SinklabError, RuntimeError):
+    """The schema registry refused a request, or could not be reached; the message names the URL."""
+
+
+# ---- the stack
+class StackError(SinklabError, RuntimeError):
+    """A part of the stack could not be started, reached or found."""
+
+
+class ProcessError(StackError):
+    """A managed process did not start, or died while it was needed."""
+
+
+class JarsNotFound(StackError):
+    """A part's jars could not be resolved; ``coordinate`` names the one that could not be fetched."""
+
+    def __init__(self, message: str, *, coordinate: str | None = None):
+        self.coordinate = coordinate
+        super().__init__(message)
+
+
+class S3NotAvailable(StackError):
+    """S3 storage was asked for and cannot be had here."""
+
+
+class ComposeNotRunning(StackError):
+    """The Docker Compose stack is not running."""
+
+
+# ---- generators
+class DeliveryError(SinklabError, RuntimeError):
+    """Some records were not delivered; the message gives the count and the first errors."""
+
+
+# ---- the Kafka Connect API
+class ConnectError(SinklabError):
+    """An error answered in Connect's shape: ``{"error_code": status, "message": ...}``."""
+
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(ConnectError):  # noqa: N818 - the HTTP status's name
+    status = 404
+
+
+class BadRequest(ConnectError):  # noqa: N818 - the HTTP status's name
+    status = 400
+
+
+class Conflict(ConnectError):  # noqa: N818 - the HTTP status's name
+    status = 409
+
+
+class ApplyError(SinklabError, RuntimeError):
+    """A folder of connector configs cannot be applied (a file is invalid, the server refused a config
+    or cannot be reached)."""
+
+
+class StoreLocked(SinklabError, RuntimeError):  # noqa: N818 - reads better at the raise site
+    """Another Connect server owns this state folder."""
