@@ -61,10 +61,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from sinklab.generators import PizzaGenerator
 from sinklab.maintenance import schedule
-from sinklab.sink import IcebergSink, events, load_config, read_control_log
+from sinklab.sink import IcebergSink, load_config, read_control_log
 from sinklab.sink.avro import AVRO_CONVERTER
+from sinklab.sink.control import PayloadType
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.progress import parse_offsets
+from sinklab.sink.offsets import from_property
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
 from sinklab.stack.spark import SparkSettings
@@ -579,7 +580,7 @@ def target_lag(partitions: int, steps: list[tuple[int, float]]) -> None:
 def completed_cycles(stack: Stack, name: str) -> pd.DataFrame:
     """The ``commit-complete`` events of sink ``name``."""
     log = read_control_log(stack.bootstrap_servers, sink=name)
-    return log[log["type"] == events.COMMIT_COMPLETE]
+    return log[log["type"] == PayloadType.COMMIT_COMPLETE]
 
 
 def record_visibility(stack: Stack, topic: str, table_name: str, name: str, complete: pd.DataFrame
@@ -595,7 +596,7 @@ def record_visibility(stack: Stack, topic: str, table_name: str, name: str, comp
         props = snap.summary.additional_properties if snap.summary else {}
         if props.get(SINK_PROP) != name:
             continue
-        offsets = parse_offsets(props[OFFSETS_PROP]).get(topic, {})
+        offsets = from_property(props[OFFSETS_PROP]).get(topic, {})
         commits.append((published.get(snap.snapshot_id, snap.timestamp_ms), snap.timestamp_ms, offsets,
                         int(props.get("added-data-files", 0)), int(props.get("added-records", 0))))
     # Snapshots that maintenance expired are gone from the metadata; the control log still has their commits
@@ -605,7 +606,7 @@ def record_visibility(stack: Stack, topic: str, table_name: str, name: str, comp
         for t in event.tables:
             if t["table"] == table_name and t["snapshot_id"] not in live:
                 ts = int(event.ts.timestamp() * 1000)
-                offsets = {int(p): o for p, o in json.loads(t["offsets"]).get(topic, {}).items()}
+                offsets = t["offsets"].get(topic, {})
                 commits.append((ts, ts, offsets, len(t["data_files"]), t["records"]))
     commits.sort(key=lambda c: c[0])
     all_stamps, visible, stamped = [], [], []
@@ -982,7 +983,7 @@ def maintenance(records: int, partitions: int, interval_ms: int, rate: float, se
             figures[f"{label}_live_files"] = int(snap.summary.additional_properties["total-data-files"]) if snap else 0
             figures[f"{label}_snapshots"] = len(table.metadata.snapshots)
         log = read_control_log(stack.bootstrap_servers, sink="bench-lat-scheduled-sink")
-        done = log[log["type"] == events.MAINTENANCE]
+        done = log[log["type"] == PayloadType.MAINTENANCE]
         figures["maintenance_runs"] = len(done)
         figures["maintenance_ms_mean"] = float(done["duration_ms"].mean()) if len(done) else 0.0
         figures["maintenance_delay_ms_mean"] = float(done["counters"].map(lambda c: c.get("delay_ms", 0)).mean()) \

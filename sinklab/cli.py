@@ -8,17 +8,23 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from sinklab.sink.config import ConfigError
-from sinklab.sink.errors import SinkError, text_of
+from sinklab.exceptions import (
+    EXIT_CHANGES,
+    EXIT_CODES,
+    EXIT_INTERRUPTED,
+    EXIT_NEEDS_LOOK,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    SinkError,
+    SinklabError,
+)
+from sinklab.sink.errors import text_of
 from sinklab.stack import STACK_FILE, Stack, StackInfo, jars, stop_recorded
-from sinklab.stack.jars import JarsNotFound
 from sinklab.stack.process import pid_alive
 from sinklab.stack.registry_build import PART as REGISTRY_PART
-
-
-class CliError(Exception):  # noqa: N818 - reads better at the raise sites
-    """An error the user can act on: printed without a traceback, exit status 1."""
 
 
 def _stack_file(workdir: str) -> Path:
@@ -125,7 +131,7 @@ def cmd_stack_status(args: argparse.Namespace) -> int:
         problems = unreachable(ON_HOST)
         print(json.dumps({"stack": str(_stack_file(args.workdir)), "kind": "compose", "unreachable": problems,
                           "bootstrap_servers": info.bootstrap_servers, "catalog_uri": info.catalog_uri}, indent=2))
-        return 3 if problems else 0
+        return EXIT_NEEDS_LOOK if problems else EXIT_OK
     states = {name: ("running" if pid and pid_alive(pid) else "stopped") for name, pid in info.pids.items()}
     report = {"stack": str(_stack_file(args.workdir)), "processes": {
         name: {"pid": info.pids[name], "state": state} for name, state in states.items()
@@ -234,7 +240,7 @@ def cmd_sink_status(args: argparse.Namespace) -> int:
     else:
         print(format_reports(reports))
     # Like `stack status`: non-zero when something needs a look (a failed sink).
-    return 3 if any(r.state == "FAILED" for r in reports) else 0
+    return EXIT_NEEDS_LOOK if any(r.state == "FAILED" for r in reports) else EXIT_OK
 
 
 def _connect_url(args: argparse.Namespace) -> str:
@@ -252,8 +258,8 @@ def _connect_url(args: argparse.Namespace) -> str:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    from sinklab.connect.apply import ApplyError, apply, diff
-
+    from sinklab.connect.apply import apply, diff
+    from sinklab.exceptions import ApplyError
     if args.connect_command in ("apply", "diff"):
         try:
             url = _connect_url(args)
@@ -266,7 +272,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
         pending = [c for c in changes if c.changes]
         print(f"{len(pending)} connector(s) would change" if pending else "no changes")
         # Non-zero when apply would change something: a CI check on a pull request.
-        return 2 if pending else 0
+        return EXIT_CHANGES if pending else EXIT_OK
     if not args.stack:
         raise CliError("connect: give --stack stack.json (the stack to run connectors on), or a subcommand "
                        "(apply, diff)")
@@ -331,8 +337,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse's own status for a usage error is 2, which `connect diff` gives its "changes pending".
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sinklab", description=__doc__)
+    parser = _Parser(prog="sinklab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog="exit status:\n" + "\n".join(f"  {code:3d}  {what}" for code, what in EXIT_CODES.items()))
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="the pizza story on the embedded stack")
@@ -546,12 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (CliError, ConfigError, JarsNotFound) as exc:
-        print(f"sinklab: error: {exc}", file=sys.stderr)
-        return 1
-    except SinkError as exc:
-        print(f"sinklab: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+    except SinklabError as exc:  # expected: its message says what to do, no traceback
+        kind = f"{type(exc).__name__}: " if isinstance(exc, SinkError) else ""  # what stopped the sink
+        print(f"sinklab: error: {kind}{exc}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # the CLI's contract: any error is a message on stderr and a non-zero status
         import traceback
 
@@ -560,7 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("sinklab: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

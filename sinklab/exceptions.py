@@ -14,26 +14,25 @@ from typing import Any, ClassVar
 
 # The command's exit statuses.
 EXIT_OK = 0
-EXIT_ERROR = 1  # an error the message explains: configuration, input, the stack, a sink that stopped
+EXIT_ERROR = 1  # an error: sinklab's own in one line, an unexpected one with its traceback
 EXIT_CHANGES = 2  # `connect diff`: applying the folder would change the server
 EXIT_NEEDS_LOOK = 3  # `stack status` / `sink status`: a process stopped, a sink FAILED
 EXIT_BAD_RECORD = 4  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
 EXIT_FENCED = 5  # a newer instance of the sink took over
 EXIT_UNAVAILABLE = 6  # a service was away or too slow (Kafka, the catalog, storage): run again later
 EXIT_USAGE = 64  # the command line itself is wrong (sysexits' EX_USAGE)
-EXIT_INTERNAL = 70  # an error sinklab did not expect: printed with its traceback (sysexits' EX_SOFTWARE)
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
     EXIT_OK: "done",
-    EXIT_ERROR: "an error the message explains (configuration, input, the stack, a sink that stopped)",
+    EXIT_ERROR: "an error: configuration, input, the stack, a sink that stopped (one line), or one sinklab did not "
+                "expect (with its traceback)",
     EXIT_CHANGES: "connect diff: applying the folder would change the server",
     EXIT_NEEDS_LOOK: "stack status / sink status: something stopped or FAILED",
     EXIT_BAD_RECORD: "a record the sink cannot write (errors.tolerance=none); nothing of its cycle was committed",
     EXIT_FENCED: "a newer instance of the sink took over",
     EXIT_UNAVAILABLE: "Kafka, the catalog or storage was away or too slow; run again later",
     EXIT_USAGE: "the command line is wrong",
-    EXIT_INTERNAL: "an unexpected error (printed with its traceback)",
     EXIT_INTERRUPTED: "interrupted",
 }
 
@@ -64,12 +63,39 @@ class PolicyError(ConfigError):
     """A ``sinklab.maintenance.*`` value is wrong."""
 
 
+class TableUnfit(ConfigError):
+    """A table cannot take what the setting ``key`` asks of it: a format version too old for row-level
+    deletes, no identifier fields for upsert, no VARIANT column for a whole value."""
+
+    def __init__(self, key: str, problem: str, *, table: str, sink: str | None = None):
+        self.table, self.sink = table, sink
+        super().__init__(key, problem)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.key, self.problem), {"table": self.table, "sink": self.sink})
+
+
 class TransformError(SinklabError, ValueError):
     """A record a transform cannot handle (say, a Debezium envelope without ``op``)."""
 
 
-class UsageError(SinklabError):
-    """The command line asks for something the command cannot do; the message says what to give."""
+class ControlEventError(SinklabError, ValueError):
+    """A control-topic record sinklab cannot read as its event: ``magic`` and ``version`` are its first two
+    bytes (None where the record is shorter); ``foreign`` when it is not sinklab's at all (another writer's,
+    such as Apache Iceberg's sink on a control topic of the same name), which readers skip."""
+
+    def __init__(self, problem: str, *, magic: int | None, version: int | None, foreign: bool):
+        self.problem, self.magic, self.version, self.foreign = problem, magic, version, foreign
+        super().__init__(problem)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.problem,),
+                          {"magic": self.magic, "version": self.version, "foreign": self.foreign})
+
+
+class CliError(SinklabError):  # noqa: N818 - reads better at the raise sites
+    """What the ``sinklab`` command cannot do as asked (no stack there, a name that is not a part); the
+    message says what to give instead."""
 
 
 # ---- the sink
@@ -110,15 +136,6 @@ def _rebuild(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 class TableMissing(SinkError):
     """A destination table does not exist and may not be created."""
-
-
-class TableUnfit(SinkError, ValueError):
-    """A table cannot take what the configuration asks of it (``key``): a format version too old for
-    row-level deletes, no identifier fields for upsert, no VARIANT column for a whole value."""
-
-    def __init__(self, message: str, *, table: str, key: str, sink: str | None = None):
-        self.key = key
-        super().__init__(message, sink=sink, table=table)
 
 
 class TopicMissing(SinkError):
@@ -199,13 +216,14 @@ class DeliveryError(SinklabError, RuntimeError):
 
 # ---- the Kafka Connect API
 class ConnectError(SinklabError):
-    """An error answered in Connect's shape: ``{"error_code": status, "message": ...}``."""
+    """An error answered in Connect's shape: ``{"error_code": status, "message": ...}``; ``key`` names
+    the config key it concerns, if one."""
 
     status: ClassVar[int] = 500
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, key: str | None = None):
         super().__init__(message)
-        self.message = message
+        self.message, self.key = message, key
 
 
 class NotFound(ConnectError):  # noqa: N818 - the HTTP status's name

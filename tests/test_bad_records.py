@@ -149,8 +149,8 @@ def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> Non
 
 
 def test_tolerance_all_needs_a_dead_letter_topic(unique: str) -> None:
-    from sinklab.sink.config import ConfigError, load_config
-
+    from sinklab.exceptions import ConfigError
+    from sinklab.sink.config import load_config
     with pytest.raises(ConfigError, match="errors.deadletterqueue.topic.name"):
         load_config(sink_config(unique, **{"errors.tolerance": "all"}))
 

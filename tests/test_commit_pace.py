@@ -17,8 +17,10 @@ from pyspark.errors import AnalysisException
 from sinklab import viz
 from sinklab.generators import pizza_events
 from sinklab.sink import IcebergSink, read_control_log
-from sinklab.sink.events import COMMIT_COMPLETE, COMMIT_START
+from sinklab.sink.control import PayloadType
 from sinklab.stack import Stack
+
+COMMIT_START, COMMIT_COMPLETE = PayloadType.COMMIT_START, PayloadType.COMMIT_COMPLETE
 
 # Serial: the interval a lag target chooses follows the cycles' cost, which another test's work on
 # the same 2 cores moves (a run beside a second worker did not settle within 10 %).

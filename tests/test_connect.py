@@ -23,13 +23,15 @@ import pytest
 import requests
 from helpers import produce, run_cli
 
-from sinklab.connect.apply import ApplyError, plan, read_folder
-from sinklab.connect.herder import BadRequest, Conflict, Herder, NotFound
+from sinklab.connect.apply import plan, read_folder
+from sinklab.connect.herder import Herder
 from sinklab.connect.server import ConnectApi
-from sinklab.connect.store import ConnectorStore, StoreLocked
+from sinklab.connect.store import ConnectorStore
 from sinklab.demo import SEED_CONFIG
+from sinklab.exceptions import ApplyError, BadRequest, Conflict, NotFound, StoreLocked
 from sinklab.generators import PaymentGenerator, produce_json
 from sinklab.sink.config import SinkConfig
+from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.sink import SinkStatus
 from sinklab.stack import Stack, jars
 from sinklab.stack.process import stop_leader_first
@@ -76,7 +78,7 @@ class FakeSink:
 
     def status(self) -> SinkStatus:
         trace = "RecordError: topic t partition 0 offset 7: not JSON" if self.state == "FAILED" else None
-        return SinkStatus(self.config.name, self.state, lag={"t[0]": 0}, trace=trace)
+        return SinkStatus(self.config.name, self.state, lag={TopicPartition("t", 0): 0}, trace=trace)
 
 
 class FakeOffsets:

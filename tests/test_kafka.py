@@ -176,11 +176,11 @@ def test_broker_killed_mid_cycle_then_restarted(own_stack: Stack, unique: str,
         sink.stop()
     monkeypatch.setattr(coordinator_module, "crash_point", real_crash_point)
     # The exception, kept here as a notebook keeps its last error, holds the cycle's frames and so its
-    # coordinator; the stopped coordinator holds no producer, which would reconnect to the dead broker
+    # coordinator; the stopped coordinator's channel holds no producer, which would reconnect to the dead broker
     # until the interpreter exits.
     coordinator = next(e.frame.f_locals["self"] for e in failed.traceback
                        if isinstance(e.frame.f_locals.get("self"), coordinator_module.Coordinator))
-    assert not [v for v in vars(coordinator).values() if isinstance(v, Producer)]
+    assert not [v for v in vars(coordinator.channel).values() if isinstance(v, Producer)]
     assert len(order_ids(stack, f"{unique}.a")) == 1500  # the table that committed before the broker died
 
     # `stack up` on the workdir: the broker alone starts again, on its old port.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sinklab.sink.reader import OffsetRange, source_options, task_count
+from sinklab.sink.offsets import OffsetRange
+from sinklab.sink.reader import source_options, task_count
 
 
 def test_a_small_cycle_is_one_task_and_an_empty_one_none() -> None:

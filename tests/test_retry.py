@@ -14,10 +14,11 @@ from helpers import sink_config
 from py4j.protocol import Py4JJavaError
 from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, ServiceUnavailableError
 
-from sinklab.sink import IcebergSink, RecordError, coordinator
+from sinklab.exceptions import CycleTooLarge, KafkaUnavailable, SinkFenced, StuckCall
+from sinklab.sink import IcebergSink, RecordError, channel
 from sinklab.sink import sink as sink_module
 from sinklab.sink.coordinator import CycleResult
-from sinklab.sink.errors import CycleTooLarge, KafkaUnavailable, SinkFenced, StuckCall, out_of_memory, transient
+from sinklab.sink.errors import out_of_memory, transient
 from sinklab.stack.spark import SparkSettings
 
 
@@ -250,14 +251,14 @@ def test_the_cli_names_an_error_whose_text_died_with_the_jvm(monkeypatch: pytest
 def test_a_transactional_call_stuck_past_its_timeout_fails_as_kafka_away(monkeypatch: pytest.MonkeyPatch) -> None:
     """librdkafka's commit_transaction and send_offsets_to_transaction can wait for a dead coordinator
     past their timeout: the sink stops waiting and tries the cycle again with a new producer."""
-    monkeypatch.setattr(coordinator, "TXN_GRACE_S", 0.2)
+    monkeypatch.setattr(channel, "TXN_GRACE_S", 0.2)
     forever = threading.Event()
     began = time.monotonic()
     with pytest.raises(StuckCall, match="commit_transaction did not return within 0s") as stuck:
-        coordinator.bounded("commit_transaction", 0.1, forever.wait)
+        channel.bounded("commit_transaction", 0.1, forever.wait)
     assert time.monotonic() - began < 5 and transient(stuck.value)
     forever.set()
-    assert coordinator.bounded("flush", 0.1, lambda: 7) == 7
+    assert channel.bounded("flush", 0.1, lambda: 7) == 7
     with pytest.raises(KafkaException):  # its own errors come through as they are
-        coordinator.bounded("abort_transaction", 0.1, lambda: (_ for _ in ()).throw(
+        channel.bounded("abort_transaction", 0.1, lambda: (_ for _ in ()).throw(
             KafkaException(KafkaError(KafkaError._TIMED_OUT))))

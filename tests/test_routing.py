@@ -270,8 +270,7 @@ def test_crash_between_fan_out_commits(stack: Stack, tmp_path: Path, unique: str
 
 
 def test_missing_table_without_auto_create_stops(stack: Stack, unique: str) -> None:
-    from sinklab.sink.errors import TableMissing
-
+    from sinklab.exceptions import TableMissing
     stack.create_topic(unique)
     produce_json(stack.bootstrap_servers, unique, [{"id": 1}])
     sink = IcebergSink(stack, sink_config(unique, **{"iceberg.tables.auto-create-enabled": "false"}))

@@ -18,7 +18,7 @@ from helpers import produce_raw, sink_config
 
 from sinklab import viz
 from sinklab.generators import PizzaGenerator, produce_json
-from sinklab.sink import IcebergSink, events, read_control_log
+from sinklab.sink import IcebergSink, control, read_control_log
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -160,8 +160,7 @@ def test_control_log_reads_incrementally_and_never_waits_on_an_open_transaction(
     producer.init_transactions(30)
 
     def send(commit_id: str, sink: str = "s") -> None:
-        producer.produce(topic, events.encode({"type": events.COMMIT_START, "sink": sink, "commit_id": commit_id,
-                                               "ts_ms": int(time.time() * 1000)}))
+        producer.produce(topic, control.encode(control.CommitStart(sink, commit_id, int(time.time() * 1000))))
 
     producer.begin_transaction()
     send("a")

@@ -6,6 +6,7 @@ states, one ``IcebergSink`` each) -> ``store`` (configs and target states, durab
 connectors as code (a folder of JSON files).
 """
 
-from sinklab.connect.herder import PLUGIN_CLASSES, BadRequest, Conflict, ConnectError, Herder, NotFound
+from sinklab.connect.herder import PLUGIN_CLASSES, Herder
+from sinklab.exceptions import BadRequest, Conflict, ConnectError, NotFound
 
 __all__ = ["PLUGIN_CLASSES", "BadRequest", "ConnectError", "Conflict", "Herder", "NotFound"]

@@ -16,9 +16,9 @@ from typing import Any
 
 import requests
 
-from sinklab.exceptions import ApplyError
-from sinklab.connect.herder import ConnectError, normalize, validate
-from sinklab.sink.config import ConfigError, read_connect_json
+from sinklab.connect.herder import normalize, validate
+from sinklab.exceptions import ApplyError, ConfigError, ConnectError
+from sinklab.sink.config import read_connect_json
 
 TIMEOUT_S = 90  # Kafka Connect's own REST timeout: a DELETE waits for its sink's running cycle
 

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sinklab.exceptions import BadRequest, Conflict, ConnectError, NotFound
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
+from sinklab.exceptions import BadRequest, Conflict, NotFound
 from sinklab.maintenance import schedule
 from sinklab.sink.config import ConfigError, SinkConfig, load_config
+from sinklab.sink.keys import CONNECTOR_CLASS, NAME, TASKS_MAX, TASKS_MAX_DEFAULT
 from sinklab.sink.sink import SinkStatus
 
 log = logging.getLogger("sinklab.connect")
@@ -61,11 +62,12 @@ def normalize(name: str, config: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in config.items():
         if value is None or isinstance(value, dict | list):
-            raise BadRequest(f"{key}: config values must be strings, numbers or booleans, got {value!r}")
+            raise BadRequest(f"{key}: config values must be strings, numbers or booleans, got {value!r}", key=str(key))
         out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    if out.get("name", name) != name:
-        raise BadRequest(f"name: connector name {out['name']!r} in the config does not match {name!r} in the URL")
-    out["name"] = name
+    if out.get(NAME, name) != name:
+        raise BadRequest(f"{NAME}: connector name {out[NAME]!r} in the config does not match {name!r} in the URL",
+                         key=NAME)
+    out[NAME] = name
     return out
 
 
@@ -73,27 +75,27 @@ def validate(name: str, config: dict[str, str]) -> SinkConfig:
     """The checks Connect makes (a known ``connector.class``, ``tasks.max``) and then the sink's own.
     Raises ConfigError naming the key."""
     if not name or "/" in name:
-        raise ConfigError("name", f"{name!r} is not a valid connector name")
-    cls = config.get("connector.class")
+        raise ConfigError(NAME, f"{name!r} is not a valid connector name")
+    cls = config.get(CONNECTOR_CLASS)
     if not cls:
-        raise ConfigError("connector.class", 'missing required configuration "connector.class"')
+        raise ConfigError(CONNECTOR_CLASS, f'missing required configuration "{CONNECTOR_CLASS}"')
     if not is_plugin(cls):
-        raise ConfigError("connector.class", f"failed to find any class that implements Connector and which name "
+        raise ConfigError(CONNECTOR_CLASS, f"failed to find any class that implements Connector and which name "
                           f"matches {cls}; this server runs {' and '.join(PLUGIN_CLASSES)}")
     tasks_max(config)
-    loaded = load_config({"name": name, "config": config})
+    loaded = load_config({NAME: name, "config": config})
     schedule(loaded)  # its sinklab.maintenance.* keys, checked now rather than when the sink starts
     return loaded
 
 
 def tasks_max(config: dict[str, str]) -> int:
-    raw = config.get("tasks.max", "1")
+    raw = config.get(TASKS_MAX, str(TASKS_MAX_DEFAULT))
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError("tasks.max", f"expected an integer, got {raw!r}") from None
+        raise ConfigError(TASKS_MAX, f"expected an integer, got {raw!r}") from None
     if value < 1:
-        raise ConfigError("tasks.max", f"must be at least 1, got {value}")
+        raise ConfigError(TASKS_MAX, f"must be at least 1, got {value}")
     return value
 
 
@@ -217,7 +219,7 @@ class Connector:
         if self._sink is not None:
             # The lag of the last planned cycle names every partition the sink read.
             # A new set, not an update in place: request threads may be iterating the old one.
-            self.topics = self.topics | {key.rsplit("[", 1)[0] for key in self._sink.status().lag}
+            self.topics = self.topics | {tp.topic for tp in self._sink.status().lag}
 
     # ---- what it is doing
     def state(self) -> State:

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any
 
-from sinklab.connect.herder import BadRequest, NotFound
+from sinklab.exceptions import BadRequest, NotFound
 
 # log4j's levels, as Connect takes and shows them, and the Python level each stands for.
 LEVELS = {"OFF": logging.CRITICAL + 10, "FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WARNING,

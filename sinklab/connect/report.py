@@ -15,11 +15,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import requests
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from sinklab.connect.herder import validate
 from sinklab.connect.offsets import GroupOffsets
-from sinklab.sink.events import read_control_log
+from sinklab.sink.control import CONTROL_TOPIC, PayloadType, read_control_log
+from sinklab.sink.offsets import Lag, TopicPartition, lag_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,12 +45,16 @@ class SinkReport(BaseModel):
     group_id: str
     cycles: int
     last_cycle: dict[str, Any] | None = None
-    lag: dict[str, int] = Field(default_factory=dict)
+    lag: Lag = Field(default_factory=dict)
     tables: list[TableReport] = Field(default_factory=list)
 
     @property
     def total_lag(self) -> int:
         return sum(self.lag.values())
+
+    @field_serializer("lag")
+    def _lag_json(self, lag: Lag) -> dict[str, int]:
+        return lag_json(lag)
 
 
 def connect_statuses(url: str | None, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
@@ -66,22 +71,21 @@ def connect_statuses(url: str | None, timeout: float = 5.0) -> dict[str, dict[st
     return dict(answer.json())
 
 
-def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: str = "control-iceberg",
+def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: str = CONTROL_TOPIC,
                  ) -> list[SinkReport]:
     """One report per sink named (default: every sink on the control topic or the Connect server)."""
     log = read_control_log(stack.bootstrap_servers, control_topic)
     connect = connect_statuses(stack.info.connect_url)
-    known = sorted({*log["sink"].dropna(), *connect}) if not log.empty else sorted(connect)
+    known = sorted({*log["sink"], *connect})
     wanted = names or known
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise LookupError(f"no sink {', '.join(unknown)} on this stack (none has committed on {control_topic} "
                           f"or runs on its Connect server); sinks here: {', '.join(known) or 'none'}")
-    offsets = GroupOffsets(stack.kafka_config())
+    groups = GroupOffsets(stack.kafka_config())
     reports = []
     for name in wanted:
-        mine = log[(log["sink"] == name) & (log["type"] == "commit-complete")].sort_values("ts") \
-            if not log.empty else log
+        mine = log[(log["sink"] == name) & (log["type"] == PayloadType.COMMIT_COMPLETE)].sort_values("ts")
         on_connect = connect.get(name)
         group = f"connect-{name}"
         topics: set[str] = set()
@@ -89,7 +93,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
             config = validate(name, on_connect["info"]["config"])
             group = config.group_id
             topics = set(config.topics)
-        for cycle_offsets in mine.get("offsets", []):
+        for cycle_offsets in mine["offsets"]:
             topics |= set(cycle_offsets)
         report = SinkReport(
             name=name, group_id=group, cycles=len(mine),
@@ -97,7 +101,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
             trace=on_connect["status"]["connector"].get("trace") if on_connect else None,
             runs_on=f"connect {stack.info.connect_url}" if on_connect
             else "another process (sinklab sink run, a notebook, …)",
-            last_cycle=_last_cycle(mine), lag=_lag(stack, offsets.get(group), sorted(topics)),
+            last_cycle=_last_cycle(mine), lag=_lag(stack, groups.get(group), sorted(topics)),
             tables=_tables(stack, mine))
         reports.append(report)
     return reports
@@ -113,20 +117,21 @@ def _last_cycle(mine: pd.DataFrame) -> dict[str, Any] | None:
             "written": sum(int(t["records"]) for t in last["tables"]), "duration_ms": int(last["duration_ms"])}
 
 
-def _lag(stack: Stack, committed: dict[tuple[str, int], int], topics: list[str]) -> dict[str, int]:
-    from confluent_kafka import Consumer, TopicPartition
+def _lag(stack: Stack, committed: dict[tuple[str, int], int], topics: list[str]) -> Lag:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaPartition
 
     consumer = Consumer(stack.kafka_config(**{"group.id": f"sinklab-status-{uuid.uuid4().hex}",
                                               "enable.auto.commit": False}))
     try:
-        lag = {}
+        lag: Lag = {}
         for topic in topics:
             meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
             if meta is None or meta.error is not None:
                 continue
             for p in sorted(meta.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                lag[f"{topic}[{p}]"] = max(0, high - max(low, committed.get((topic, p), low)))
+                low, high = consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=10)
+                lag[TopicPartition(topic, p)] = max(0, high - max(low, committed.get((topic, p), low)))
         return lag
     finally:
         consumer.close()
@@ -136,7 +141,7 @@ def _tables(stack: Stack, mine: pd.DataFrame) -> list[TableReport]:
     """Each table the sink committed to, with the head of the branch it commits to now (another
     writer's snapshot, a compaction, shows here too: it is what readers see)."""
     branches: dict[str, str] = {}
-    for tables in mine.get("tables", []):
+    for tables in mine["tables"]:
         for t in tables:
             branches[t["table"]] = t["branch"]
     out = []
@@ -166,7 +171,7 @@ def format_reports(reports: list[SinkReport]) -> str:
             f"{last['written']:,} rows written in {last['duration_ms']} ms, commit {last['commit_id']}"
             if last else ", none committed yet"))
         lines.append(f"  lag {r.total_lag:,}" + (
-            " (" + ", ".join(f"{k} {v:,}" for k, v in r.lag.items()) + ")" if r.lag else ""))
+            " (" + ", ".join(f"{tp} {n:,}" for tp, n in sorted(r.lag.items())) + ")" if r.lag else ""))
         for t in r.tables:
             lines.append(f"  {t.table}@{t.branch}: snapshot {t.snapshot_id}, {t.total_records:,} rows"
                          if t.snapshot_id is not None else f"  {t.table}@{t.branch}: no snapshot")

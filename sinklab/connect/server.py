@@ -19,19 +19,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import ValidationError
 
 from sinklab.connect import loggers
-from sinklab.connect.herder import (
-    PLUGIN_CLASSES,
-    BadRequest,
-    Conflict,
-    ConnectError,
-    Herder,
-    NotFound,
-    is_plugin,
-    normalize,
-    validate,
-)
+from sinklab.connect.herder import PLUGIN_CLASSES, Herder, is_plugin, normalize, validate
 from sinklab.connect.sessions import SinkSessions
-from sinklab.sink.config import ConfigError
+from sinklab.exceptions import BadRequest, ConfigError, Conflict, ConnectError, NotFound
+from sinklab.sink.keys import CONNECTOR_CLASS, KEYS, NAME, lookup
 from sinklab.sink.remote import PATH as SESSIONS_PATH
 from sinklab.sink.remote import error_json
 from sinklab.stack.jars import ICEBERG_VERSION, KAFKA_VERSION
@@ -45,34 +36,56 @@ Route = tuple[str, re.Pattern[str], Callable[..., Response]]
 
 def config_error_message(exc: ConfigError) -> str:
     # Connect's wording, with the key sinklab's ConfigError names first.
-    return (f"Connector configuration is invalid and contains the following 1 error(s):\n{exc}\n"
+    problem = f"{exc.key}: {exc.problem}" if exc.key else exc.problem
+    return (f"Connector configuration is invalid and contains the following 1 error(s):\n{problem}\n"
             "You can also find the above list of errors at the endpoint `/connector-plugins/{connectorType}/config/"
             "validate`")
 
 
+# A given key no declaration knows: the sink notes it and goes on.
+UNKNOWN_KEY_DOC = "Not a key of this connector: accepted, not used."
+
+
 def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
-    """``PUT /connector-plugins/{class}/config/validate``: Connect's ConfigInfos, one entry per key given."""
-    name = str(config.get("name") or "validate")
-    error: tuple[str, str] | None = None
+    """``PUT /connector-plugins/{class}/config/validate``: Connect's ConfigInfos. As Kafka Connect lists all
+    of a connector's ConfigDef keys, every key ``sinklab.sink.keys`` declares is listed, then each other key
+    given (a family's, or unknown); the error, if any, is on the key the exception names."""
+    name = str(config.get(NAME) or "validate")
+    error: ConfigError | BadRequest | None = None
     try:
         validate(name, normalize(name, config))
-    except ConfigError as exc:
-        key, _, _ = str(exc).partition(":")
-        error = (key.strip(), str(exc))
-    except BadRequest as exc:
-        key, _, _ = exc.message.partition(":")
-        error = (key.strip(), exc.message)
-    keys = list(config)
-    if error is not None and error[0] not in keys:
-        keys.append(error[0])
-    configs = [{"definition": {"name": key, "type": "STRING", "required": key in ("connector.class", "topics"),
-                               "default_value": None, "importance": "HIGH", "documentation": "", "group": "Common",
-                               "width": "LONG", "display_name": key, "dependents": [], "order": i},
-                "value": {"name": key, "value": None if config.get(key) is None else str(config[key]),
-                          "recommended_values": [], "errors": [error[1]] if error and error[0] == key else [],
-                          "visible": True}}
-               for i, key in enumerate(keys)]
-    return {"name": plugin, "error_count": 1 if error else 0, "groups": ["Common"], "configs": configs}
+    except (ConfigError, BadRequest) as exc:
+        if exc.key is None:
+            raise  # about no key: the request's error
+        error = exc
+    names = dict.fromkeys([*(k.name for k in KEYS if not k.family), *config, *([error.key] if error else [])])
+    configs = [_config_info(key, config.get(key), [str(error)] if error and error.key == key else [])
+               for key in names]
+    groups = dict.fromkeys(c["definition"]["group"] for c in configs if c["definition"]["group"])
+    return {"name": plugin, "error_count": 1 if error else 0, "groups": list(groups), "configs": configs}
+
+
+# Connect's order of a key in its group (1, 2, ...): the order of the declarations.
+_ORDER = {k.name: [d.name for d in KEYS if d.group == k.group].index(k.name) + 1 for k in KEYS}
+
+
+def _config_info(key: str, given: Any, errors: list[str]) -> dict[str, Any]:
+    """One key's ConfigInfo: its definition (the declaration's, or its family's) and its value."""
+    decl = lookup(key)
+    if given is not None:
+        value: str | None = "[hidden]" if decl is not None and decl.type == "PASSWORD" else str(given)
+    else:
+        value = decl.default_text if decl is not None else None
+    definition = {"name": key, "type": "STRING", "required": False, "default_value": None, "importance": "LOW",
+                  "documentation": UNKNOWN_KEY_DOC, "group": None, "width": "NONE", "display_name": key,
+                  "dependents": [], "order": -1}
+    if decl is not None:
+        definition.update(type=decl.type, required=decl.required, default_value=decl.default_text,
+                          importance=decl.importance, documentation=decl.plain_doc, group=decl.group,
+                          order=_ORDER[decl.name])
+    return {"definition": definition,
+            "value": {"name": key, "value": value, "recommended_values": list(decl.choices) if decl else [],
+                      "errors": errors, "visible": True}}
 
 
 class ConnectApi:
@@ -182,10 +195,10 @@ class ConnectApi:
             raise NotFound(f"Failed to find any class that implements Connector and which name matches {plugin}")
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object of config values")
-        given = body.get("connector.class")
+        given = body.get(CONNECTOR_CLASS)
         if given is not None and given != plugin and not (is_plugin(given) and is_plugin(plugin)):
-            raise BadRequest(f"connector.class: {given!r} does not match {plugin!r} in the URL")
-        return 200, validate_response(plugin, {"connector.class": plugin, **body})
+            raise BadRequest(f"{CONNECTOR_CLASS}: {given!r} does not match {plugin!r} in the URL", key=CONNECTOR_CLASS)
+        return 200, validate_response(plugin, {CONNECTOR_CLASS: plugin, **body})
 
     # ---- connectors
     def list(self, expands: list[str], **_: Any) -> Response:
@@ -212,7 +225,7 @@ class ConnectApi:
             raise BadRequest("config: the request needs a config object: {\"name\": ..., \"config\": {...}}")
         name = body["name"]
         self._not_a_session(name)
-        return 201, self.herder.create(name, {**body["config"], "name": body["config"].get("name", name)},
+        return 201, self.herder.create(name, {**body["config"], NAME: body["config"].get(NAME, name)},
                                        str(body.get("initial_state", "RUNNING")).upper())
 
     def info(self, name: str, **_: Any) -> Response:

@@ -4,11 +4,10 @@ in the request that asks for one (``run_once``), as they would in the client's o
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
-from sinklab.connect.herder import Conflict, NotFound
+from sinklab.exceptions import Conflict, NotFound
 from sinklab.sink.config import SinkConfig
 from sinklab.sink.remote import result_json
 
@@ -65,7 +64,7 @@ class SinkSessions:
         return result_json(self.get(name).run_once())
 
     def status(self, name: str) -> dict[str, Any]:
-        return dataclasses.asdict(self.get(name).status())
+        return self.get(name).status().to_json()
 
     def close(self) -> None:
         with self._lock:

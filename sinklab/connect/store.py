@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
 from sinklab.exceptions import StoreLocked
 
 STORE_FILE = "connectors.json"

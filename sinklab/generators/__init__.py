@@ -6,11 +6,12 @@
     run.wait().delivered
 """
 
+from sinklab.exceptions import DeliveryError, SpecError
 from sinklab.generators.builtin import CdcGenerator, PaymentGenerator, PizzaGenerator, pizza_events
 from sinklab.generators.generator import Generator
-from sinklab.generators.produce import BadOffset, DeliveryError, Production, RateSchedule, produce_json
+from sinklab.generators.produce import BadOffset, Production, RateSchedule, produce_json
 from sinklab.generators.record import Record
-from sinklab.generators.spec import BAD_KINDS, Spec, SpecError, builtin_specs, load_spec
+from sinklab.generators.spec import BAD_KINDS, Spec, builtin_specs, load_spec
 
 __all__ = [
     "BAD_KINDS", "BadOffset", "CdcGenerator", "DeliveryError", "Generator", "PaymentGenerator", "PizzaGenerator",

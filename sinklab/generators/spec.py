@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
 from sinklab.exceptions import SpecError
 
 # The seeds' streams are timestamped in early 2024; a fixed start keeps seeded output reproducible.

@@ -1,6 +1,6 @@
 """Maintenance operations on one table, through Iceberg's Spark procedures.
 
-Each is "another writer" to the sink's compare-and-swap (DESIGN §4): when one lands between a
+Each is "another writer" to the sink's compare-and-swap (docs/protocol.md): when one lands between a
 cycle's planning and its publish, the cycle stages again on top of it. Compaction commits with
 Iceberg's own retry (rewriting files changes no data, so rebasing it onto a sink commit is safe);
 when Iceberg refuses it (a sink's new deletes touch a file being rewritten), it plans again.

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from sinklab.exceptions import PolicyError
-from sinklab.sink.config import MAINTENANCE_PREFIX as PREFIX
+from sinklab.sink import keys
+from sinklab.sink.keys import MAINTENANCE_KEYS
 
 UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
@@ -23,7 +24,8 @@ def parse_duration(key: str, value: Any) -> int:
 
 
 class MaintenancePolicy(BaseModel):
-    """What the sink runs between cycles on the tables it writes. Everything is off by default."""
+    """What the sink runs between cycles on the tables it writes. Everything is off by default; the key
+    setting each field, and what it means, is in ``sinklab.sink.keys.MAINTENANCE_KEYS``."""
 
     compact_every_commits: int = 0  # compact a table after every N of its commits
     compact_small_files: int = 0  # ... or as soon as one of its partitions holds more than M small files
@@ -39,47 +41,38 @@ class MaintenancePolicy(BaseModel):
         return bool(self.compact_every_commits or self.compact_small_files or self.expire_every_commits)
 
 
-KEYS = {
-    "compact.every-commits": ("compact_every_commits", "int"),
-    "compact.small-files": ("compact_small_files", "int"),
-    "compact.target-file-size-bytes": ("target_file_size_bytes", "int"),
-    "compact.rewrite-manifests": ("rewrite_manifests", "bool"),
-    "expire.older-than": ("expire_older_than_ms", "duration"),
-    "expire.retain-last": ("expire_retain_last", "int"),
-    "expire.every-commits": ("expire_every_commits", "int"),
-    "orphans.older-than": ("orphans_older_than_ms", "duration"),
-}
+# Each key's type says how it is read: BOOLEAN true/false, STRING a duration, INT/LONG a count or size.
+KEYS = {k.name: k for k in MAINTENANCE_KEYS}
 
 
 def parse_policy(conf: dict[str, Any]) -> MaintenancePolicy:
     """The policy from a sink's flat config map (only its ``sinklab.maintenance.*`` keys are read)."""
     values: dict[str, Any] = {}
     for key, raw in conf.items():
-        if not key.startswith(PREFIX):
+        if not key.startswith(keys.MAINTENANCE_PREFIX):
             continue
-        spec = KEYS.get(key.removeprefix(PREFIX))
-        if spec is None:
-            raise PolicyError(key, f"unknown maintenance key (known: {', '.join(PREFIX + k for k in KEYS)})")
-        field, kind = spec
+        decl = KEYS.get(key)
+        if decl is None:
+            raise PolicyError(key, f"unknown maintenance key (known: {', '.join(KEYS)})")
         text = str(raw).strip()
-        if kind == "duration":
-            values[field] = parse_duration(key, text)
-        elif kind == "bool":
+        if decl.type == "STRING":
+            values[decl.field] = parse_duration(key, text)
+        elif decl.type == "BOOLEAN":
             if text.lower() not in ("true", "false"):
                 raise PolicyError(key, f"expected true or false, got {raw!r}")
-            values[field] = text.lower() == "true"
+            values[decl.field] = text.lower() == "true"
         else:
             if not text.isdigit():
                 raise PolicyError(key, f"expected a non-negative integer, got {raw!r}")
-            values[field] = int(text)
+            values[decl.field] = int(text)
     policy = MaintenancePolicy(**values)
     if policy.expire_every_commits and policy.expire_older_than_ms is None:
-        raise PolicyError(f"{PREFIX}expire.every-commits", f"set {PREFIX}expire.older-than too (how old a snapshot "
-                          f"must be to go)")
+        raise PolicyError(keys.EXPIRE_EVERY_COMMITS, f"set {keys.EXPIRE_OLDER_THAN} too (how old a snapshot must be "
+                          "to go)")
     if policy.orphans_older_than_ms is not None and policy.expire_older_than_ms is None:
-        raise PolicyError(f"{PREFIX}orphans.older-than", f"orphan files are cleaned with each expiry; set "
-                          f"{PREFIX}expire.older-than too")
+        raise PolicyError(keys.ORPHANS_OLDER_THAN, "orphan files are cleaned with each expiry; set "
+                          f"{keys.EXPIRE_OLDER_THAN} too")
     if policy.expire_older_than_ms is not None and not policy.enabled:
-        raise PolicyError(f"{PREFIX}expire.older-than", f"say when to expire: {PREFIX}expire.every-commits, or with "
-                          f"each compaction ({PREFIX}compact.every-commits / compact.small-files)")
+        raise PolicyError(keys.EXPIRE_OLDER_THAN, f"say when to expire: {keys.EXPIRE_EVERY_COMMITS}, or with "
+                          f"each compaction ({keys.COMPACT_EVERY_COMMITS} / compact.small-files)")
     return policy

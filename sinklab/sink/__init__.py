@@ -1,14 +1,25 @@
 """The sink: Kafka topics into Iceberg tables with central timed commits and exactly-once delivery.
 
-Where a record goes: ``reader`` (Spark tasks consume offset ranges) -> ``convert`` (JSON to the
-table's columns) -> ``write`` (data files and a snapshot no one sees yet) -> ``coordinator`` (publish
-every table by compare-and-swap, then the Kafka transaction with ``events`` and the group offsets).
+Where a record goes, one file a step: ``plan`` (which offset ranges a cycle reads) -> ``stage``
+(``reader`` reads them in Spark, ``convert`` and ``route`` make each table's rows, ``write`` turns
+them into data files and a snapshot no one sees yet) -> ``publish`` (each table by compare-and-swap)
+-> ``channel`` (the Kafka transaction: ``control`` events and the group's offsets). ``coordinator``
+runs those steps in the exactly-once order, ``recovery`` is what a restart finds;
+docs/protocol.md tells the whole protocol.
 """
 
-from sinklab.sink.config import ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import CommitTimeout, RecordError, SinkError, SinkFenced, TableMissing
-from sinklab.sink.events import read_control_log
-from sinklab.sink.remote import RemoteSink, RemoteSinkError, open_sink
+from sinklab.exceptions import (
+    CommitTimeout,
+    ConfigError,
+    RecordError,
+    RemoteSinkError,
+    SinkError,
+    SinkFenced,
+    TableMissing,
+)
+from sinklab.sink.config import SinkConfig, load_config
+from sinklab.sink.control import read_control_log
+from sinklab.sink.remote import RemoteSink, open_sink
 from sinklab.sink.sink import IcebergSink, SinkStatus
 
 __all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "RemoteSink", "RemoteSinkError",

@@ -4,41 +4,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from sinklab.exceptions import ConfigError
+from sinklab.sink import keys
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
+from sinklab.sink.keys import CATALOG_CONNECTION_KEYS as CATALOG_CONNECTION_KEYS  # sink.py imports it from here
+from sinklab.sink.keys import Key
 from sinklab.sink.registry import Format, RegistrySettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
 
-# Keys the sink passes on to its between-cycles hook unread.
-MAINTENANCE_PREFIX = "sinklab.maintenance."
-
-# Keys that only mean something inside Kafka Connect: accepted, reported, not used.
-CONNECT_ONLY = {
-    "connector.class": "sinklab is the connector",
-    "tasks.max": "Spark decides read parallelism from the partitions and cores",
-    "header.converter": "headers are kept as bytes",
-    "errors.retry.timeout": "Spark retries failed tasks itself",
-    "errors.retry.delay.max.ms": "Spark retries failed tasks itself",
-    "iceberg.control.commit.threads": "tables are committed by the driver",
-    "iceberg.control.group-id-prefix": "sinklab has no worker group on the control topic",
-    "iceberg.hadoop-conf-dir": "Hadoop settings come from the Spark session",
-    "iceberg.catalog.client.region": "the region goes with the storage settings of the catalog",
-    "consumer.override.auto.offset.reset": None,  # mapped, see below
-}
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
 # Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
 REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 VARIANT_FORMAT_VERSION = 3  # Iceberg's VARIANT type is a format v3 type
-# Connection keys the stack's catalog replaces when a sink runs on a stack.
-CATALOG_CONNECTION_KEYS = {"type", "uri", "warehouse", "token", "credential", "s3.endpoint", "s3.access-key-id",
-                           "s3.secret-access-key", "s3.path-style-access", "io-impl", "client.region"}
 
 
 TIME_TRANSFORMS = {"year": "years", "years": "years", "month": "months", "months": "months", "day": "days",
@@ -91,6 +76,9 @@ def parse_partition(key: str, text: str) -> PartitionField:
 
 
 class SinkConfig(BaseModel):
+    """A sink's configuration, read from its Kafka Connect keys by ``from_connect``: the key of each field,
+    with its type, default and documentation, is declared in ``sinklab.sink.keys``."""
+
     name: str
     topics: list[str] = Field(default_factory=list)
     topics_regex: str | None = None
@@ -112,16 +100,16 @@ class SinkConfig(BaseModel):
     id_columns: dict[str, list[str]] = Field(default_factory=dict)
     upsert_mode: bool = False
     cdc_field: str | None = None
-    default_commit_branch: str = "main"
+    default_commit_branch: str = keys.COMMIT_BRANCH_DEFAULT
     commit_branch: dict[str, str] = Field(default_factory=dict)
-    control_topic: str = "control-iceberg"
-    commit_interval_ms: int = 300_000
-    commit_timeout_ms: int = 30_000
-    catalog_name: str = "iceberg"
+    control_topic: str = keys.CONTROL_TOPIC
+    commit_interval_ms: int = keys.COMMIT_INTERVAL_MS_DEFAULT
+    commit_timeout_ms: int = keys.COMMIT_TIMEOUT_MS_DEFAULT
+    catalog_name: str = keys.CATALOG_DEFAULT
     catalog_properties: dict[str, str] = Field(default_factory=dict)
     kafka_properties: dict[str, str] = Field(default_factory=dict)
     group_id: str = ""
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    auto_offset_reset: Literal["earliest", "latest"] = keys.AUTO_OFFSET_RESET_DEFAULT
     schemas_enable: bool = False
     # value.converter / key.converter = AvroConverter or JsonSchemaConverter: the format and registry settings
     # (the URL may come from the stack).
@@ -129,18 +117,18 @@ class SinkConfig(BaseModel):
     key_registry: RegistrySettings | None = None
     # key.converter=JsonConverter with schemas.enable: a key in the envelope names its row by its payload.
     key_envelope: bool = False
-    errors_tolerance: Literal["none", "all"] = "none"
+    errors_tolerance: Literal["none", "all"] = keys.ERRORS_TOLERANCE_DEFAULT
     dlq_topic: str | None = None
     dlq_context_headers: bool = False
     errors_log: bool = False
-    max_records_per_cycle: int = 5_000_000
+    max_records_per_cycle: int = keys.CYCLE_MAX_RECORDS_DEFAULT
     # What else starts a cycle before the interval (sinklab.sink.pace): records or bytes waiting, a latency target.
     commit_max_records: int | None = None
     commit_max_bytes: int | None = None
     commit_target_lag_ms: int | None = None
     # How long a running sink keeps trying cycles that fail on a service away for now (errors.transient)
     # before it is FAILED; -1 forever, 0 never.
-    retry_timeout_ms: int = 600_000
+    retry_timeout_ms: int = keys.RETRY_TIMEOUT_MS_DEFAULT
     transforms: list[Transform] = Field(default_factory=list)
     # sinklab.maintenance.* as given: run between cycles by the hook a sink is given (sinklab.maintenance.schedule).
     maintenance_keys: dict[str, str] = Field(default_factory=dict)
@@ -168,8 +156,8 @@ class SinkConfig(BaseModel):
 
     def partition_key(self, table: str) -> str:
         if table in self.partition_by:
-            return f"iceberg.table.{table}.partition-by"
-        return "iceberg.tables.default-partition-by"
+            return keys.table_key(table, keys.PARTITION_BY)
+        return keys.TABLES_DEFAULT_PARTITION_BY
 
     def table_id_columns(self, table: str) -> list[str]:
         return self.id_columns.get(table, self.default_id_columns)
@@ -228,11 +216,46 @@ def _partition_list(key: str, value: Any) -> list[PartitionField]:
     return [parse_partition(key, p) for p in parts if p]
 
 
+def _regex(key: str, value: Any) -> str:
+    try:
+        re.compile(str(value))
+    except re.error as exc:
+        raise ConfigError(key, f"invalid regular expression {value!r} ({exc})") from None
+    return str(value)
+
+
+def _choice(decl: Key, key: str, value: Any) -> str:
+    if str(value) not in decl.choices:
+        raise ConfigError(key, f"expected {' or '.join(decl.choices)}, got {value!r}")
+    return str(value)
+
+
+Reader = Callable[[Key, str, Any], Any]
+# How a value of each type (or Key.parse) is read; a key with choices takes one of them.
+READERS: dict[str, Reader] = {
+    "BOOLEAN": lambda _, key, value: _bool(key, value),
+    "INT": lambda decl, key, value: _int(key, value, decl.minimum),
+    "LONG": lambda decl, key, value: _int(key, value, decl.minimum),
+    "LIST": lambda _, key, value: _list(value),
+    "STRING": lambda _, key, value: str(value),
+    "partitions": lambda _, key, value: _partition_list(key, value),
+    "regex": lambda _, key, value: _regex(key, value),
+    "optional": lambda _, key, value: str(value) or None,  # empty: none, as Connect's "" default
+    "column": lambda _, key, value: str(value).strip() or None,
+}
+
+
+def read_value(decl: Key, key: str, value: Any) -> Any:
+    """``value`` of ``key`` read as its declaration ``decl`` says; ConfigError naming the key if it cannot be."""
+    reader = _choice if decl.choices else READERS[decl.parse or decl.type]
+    return reader(decl, key, value)
+
+
 def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
     """Kafka Connect's ``transforms`` chain, for the transforms sinklab implements."""
     out: list[Transform] = []
-    for alias in _list(conf.get("transforms", "")):
-        prefix = f"transforms.{alias}."
+    for alias in _list(conf.get(keys.TRANSFORMS, "")):
+        prefix = f"{keys.TRANSFORMS}.{alias}."
         cls = conf.get(f"{prefix}type")
         if cls is None:
             raise ConfigError(f"{prefix}type", f"transform {alias!r} has no type")
@@ -254,8 +277,8 @@ def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
         else:
             out.append(Debezium(target_pattern=props.pop("cdc.target.pattern", None)))
         notes.extend(f"{prefix}{k}: unknown transform setting ignored" for k in props)
-    if "sinklab.flatten.separator" in conf or _bool("sinklab.flatten", conf.get("sinklab.flatten", False)):
-        out.append(Flatten(delimiter=str(conf.get("sinklab.flatten.separator", "_"))))
+    if keys.FLATTEN_SEPARATOR in conf or _bool(keys.FLATTEN, conf.get(keys.FLATTEN, False)):
+        out.append(Flatten(delimiter=str(conf.get(keys.FLATTEN_SEPARATOR, keys.FLATTEN_SEPARATOR_DEFAULT))))
     return out
 
 
@@ -314,175 +337,77 @@ def config_path(source: str | Path) -> Path:
                       f"packaged configs: {', '.join(packaged) or 'none'})")
 
 
-def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:  # noqa: C901 - one branch per key family
+def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
+    """A sink's configuration from its Kafka Connect keys, each read as ``sinklab.sink.keys`` declares it;
+    notes say what was accepted and not used. Raises ConfigError naming the key."""
     out: dict[str, Any] = {"name": name}
     notes: list[str] = []
-    route_regex: dict[str, str] = {}
-    partition_by: dict[str, list[str]] = {}
-    id_columns: dict[str, list[str]] = {}
-    commit_branch: dict[str, str] = {}
-    auto_props: dict[str, str] = {}
-    catalog_props: dict[str, str] = {}
-    kafka_props: dict[str, str] = {}
-    value_converter: str | None = None
-    key_converter: str | None = None
-    schemas_enable: bool | None = None
-    converter_props: dict[str, dict[str, str]] = {"value": {}, "key": {}}
-
     for key, value in conf.items():
-        if key == "name":
-            continue
-        if key == "topics":
-            out["topics"] = _list(value)
-        elif key == "topics.regex":
-            try:
-                re.compile(str(value))
-            except re.error as exc:
-                raise ConfigError("topics.regex", f"invalid regular expression {value!r} ({exc})") from None
-            out["topics_regex"] = str(value)
-        elif key == "iceberg.tables":
-            out["tables"] = _list(value)
-        elif key == "iceberg.tables.route-field":
-            out["route_field"] = str(value)
-        elif key == "iceberg.tables.dynamic-enabled":
-            out["dynamic_enabled"] = _bool(key, value)
-        elif key == "iceberg.tables.auto-create-enabled":
-            out["auto_create"] = _bool(key, value)
-        elif key == "iceberg.tables.default-partition-by":
-            out["default_partition_by"] = _partition_list(key, value)
-        elif key.startswith("iceberg.tables.auto-create-props."):
-            auto_props[key.removeprefix("iceberg.tables.auto-create-props.")] = str(value)
-        elif key == "iceberg.tables.evolve-schema-enabled":
-            out["evolve_schema"] = _bool(key, value)
-        elif key == "iceberg.tables.schema-force-optional":
-            out["schema_force_optional"] = _bool(key, value)
-        elif key == "iceberg.tables.schema-case-insensitive":
-            out["schema_case_insensitive"] = _bool(key, value)
-        elif key == "iceberg.tables.default-id-columns":
-            out["default_id_columns"] = _list(value)
-        elif key == "iceberg.tables.upsert-mode-enabled":
-            out["upsert_mode"] = _bool(key, value)
-        elif key == "iceberg.tables.cdc-field":
-            out["cdc_field"] = str(value)
-        elif key == "iceberg.tables.default-commit-branch":
-            out["default_commit_branch"] = str(value)
-        elif key.startswith("iceberg.table.") and key.count(".") >= 3:
-            table, _, prop = key.removeprefix("iceberg.table.").rpartition(".")
-            if prop == "route-regex":
-                route_regex[table] = str(value)
-            elif prop == "partition-by":
-                partition_by[table] = _partition_list(key, value)
-            elif prop == "id-columns":
-                id_columns[table] = _list(value)
-            elif prop == "commit-branch":
-                commit_branch[table] = str(value)
-            else:
-                notes.append(f"unknown key {key!r} ignored")
-        elif key == "iceberg.control.topic":
-            out["control_topic"] = str(value)
-        elif key == "iceberg.control.commit.interval-ms":
-            out["commit_interval_ms"] = _int(key, value, 100)
-        elif key == "iceberg.control.commit.timeout-ms":
-            out["commit_timeout_ms"] = _int(key, value, 1000)
-        elif key == "iceberg.catalog":
-            out["catalog_name"] = str(value)
-        elif key.startswith("iceberg.catalog."):
-            catalog_props[key.removeprefix("iceberg.catalog.")] = str(value)
-        elif key.startswith("iceberg.kafka."):
-            kafka_props[key.removeprefix("iceberg.kafka.")] = str(value)
-        elif key.startswith("consumer.override."):
-            prop = key.removeprefix("consumer.override.")
-            if prop == "auto.offset.reset":
-                if str(value) not in ("earliest", "latest"):
-                    raise ConfigError(key, f"expected earliest or latest, got {value!r}")
-                out["auto_offset_reset"] = str(value)
-            else:
-                kafka_props[prop] = str(value)
-        elif key == "iceberg.connect.group-id":
-            out["group_id"] = str(value)
-        elif key == "value.converter":
-            value_converter = str(value)
-        elif key == "value.converter.schemas.enable":
-            schemas_enable = _bool(key, value)
-        elif key.startswith(("value.converter.", "key.converter.")) or key in ("value.subject.name.strategy",
-                                                                             "key.subject.name.strategy"):
-            side, _, prop = key.partition(".")
-            converter_props[side][prop.removeprefix("converter.")] = str(value)
-        elif key == "key.converter":
-            key_converter = str(value)
-        elif key == "errors.tolerance":
-            if str(value) not in ("none", "all"):
-                raise ConfigError("errors.tolerance", f"expected none or all, got {value!r}")
-            out["errors_tolerance"] = str(value)
-        elif key == "errors.deadletterqueue.topic.name":
-            out["dlq_topic"] = str(value) or None
-        elif key == "errors.deadletterqueue.context.headers.enable":
-            out["dlq_context_headers"] = _bool(key, value)
-        elif key == "errors.log.enable":
-            out["errors_log"] = _bool(key, value)
-        elif key == "sinklab.tables.variant-columns":
-            out["variant_columns"] = _list(value)
-        elif key == "sinklab.tables.variant-value":
-            out["variant_value"] = str(value).strip() or None
-        elif key == "sinklab.cycle.max-records":
-            out["max_records_per_cycle"] = _int(key, value, 1)
-        elif key == "sinklab.commit.max-records":
-            out["commit_max_records"] = _int(key, value, 1)
-        elif key == "sinklab.commit.max-bytes":
-            out["commit_max_bytes"] = _int(key, value, 1)
-        elif key == "sinklab.commit.target-lag-ms":
-            out["commit_target_lag_ms"] = _int(key, value, 100)
-        elif key == "sinklab.retry.timeout-ms":
-            out["retry_timeout_ms"] = _int(key, value, -1)
-        elif key == "transforms" or key.startswith("transforms.") or key.startswith("sinklab.flatten") \
-                or key.startswith(MAINTENANCE_PREFIX):
-            continue  # read as a whole by _transforms, and kept as given for the maintenance schedule
-        elif key in CONNECT_ONLY:
-            notes.append(f"{key}: accepted, not used ({CONNECT_ONLY[key]})")
-        else:
+        if key.startswith(keys.MAINTENANCE_PREFIX):
+            continue  # kept as given for the maintenance policy (below), which reads them
+        decl = keys.lookup(key)
+        if decl is None:
             notes.append(f"unknown key {key!r} ignored")
+        elif decl.ignored is not None:
+            notes.append(f"{key}: accepted, not used ({decl.ignored})")
+        elif decl.field is not None:
+            read = read_value(decl, key, value)
+            if decl.family:
+                out.setdefault(decl.field, {})[decl.entry(key)] = read
+            else:
+                out[decl.field] = read
+        # else: read with the keys it goes with (converters, transforms) or by Kafka Connect (name)
+    _converters(conf, out, notes)
+    out["transforms"] = _transforms(conf, notes)
+    out["maintenance_keys"] = {k: str(v) for k, v in conf.items() if k.startswith(keys.MAINTENANCE_PREFIX)}
+    out["group_id"] = out.get("group_id") or f"connect-{name}"
+    config = SinkConfig(**out, notes=notes)
+    _validate(config)
+    return config
 
+
+def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> None:
+    """The value's and the key's converter with their settings, read together: what a setting means
+    depends on the converter (a registry's, JsonConverter's envelope, none when read as text)."""
+    value_converter, key_converter = (str(conf[c]) if c in conf else None for c in (keys.VALUE_CONVERTER,
+                                                                                    keys.KEY_CONVERTER))
+    value_props, key_props = (_converter_settings(conf, side) for side in keys.SIDES)
     readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
     if value_converter is not None and value_converter not in readable:
-        raise ConfigError("value.converter", f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} is "
-                          f"not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
+        raise ConfigError(keys.VALUE_CONVERTER, f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} "
+                          f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
                           f"{JSON_SCHEMA_CONVERTER})")
     framed = REGISTRY_CONVERTERS.get(value_converter or "")
-    out["value_registry"] = _registry("value", framed, converter_props["value"], notes) if framed else None
-    for prop in converter_props["value"] if not framed else []:
-        notes.append(f"value.converter.{prop}: ignored (value.converter reads no schema registry)")
+    out["value_registry"] = _registry("value", framed, value_props, notes) if framed else None
+    for prop in value_props if not framed else []:
+        notes.append(f"{keys.VALUE_CONVERTER}.{prop}: ignored ({keys.VALUE_CONVERTER} reads no schema registry)")
     if key_converter in REGISTRY_CONVERTERS:
-        out["key_registry"] = key = _registry("key", REGISTRY_CONVERTERS[key_converter], converter_props["key"], notes)
+        out["key_registry"] = key = _registry("key", REGISTRY_CONVERTERS[key_converter], key_props, notes)
         if key.registry_url is None and out["value_registry"] is not None:  # one registry for both, as usual
             key.registry_url, key.user_info = out["value_registry"].registry_url, out["value_registry"].user_info
     else:
         # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key;
         # JsonConverter's keys carry the schema envelope unless told otherwise, as its values do.
-        key_props = dict(converter_props["key"])
         if key_converter in JSON_CONVERTERS:
-            out["key_envelope"] = _bool("key.converter.schemas.enable", key_props.pop("schemas.enable", "true"))
+            out["key_envelope"] = _bool(keys.KEY_SCHEMAS_ENABLE,
+                                        key_props.pop(keys.SCHEMAS_ENABLE, keys.SCHEMAS_ENABLE_DEFAULT))
         elif key_converter is not None:
-            notes.append(f"key.converter: {key_converter} accepted, not used (keys are read as text)")
+            notes.append(f"{keys.KEY_CONVERTER}: {key_converter} accepted, not used (keys are read as text)")
         for prop in key_props:
-            notes.append(f"key.converter.{prop}: accepted, not used (keys are read as text)")
+            notes.append(f"{keys.KEY_CONVERTER}.{prop}: accepted, not used (keys are read as text)")
     # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
-    if schemas_enable is None or framed:
-        schemas_enable = value_converter in JSON_CONVERTERS
+    if out.get("schemas_enable") is None or framed:
+        out["schemas_enable"] = value_converter in JSON_CONVERTERS
         if value_converter in JSON_CONVERTERS:
-            notes.append("value.converter.schemas.enable not set: JsonConverter's default (true) applies")
-    out["schemas_enable"] = schemas_enable
+            notes.append(f"{keys.VALUE_SCHEMAS_ENABLE} not set: JsonConverter's default (true) applies")
 
-    out["transforms"] = _transforms(conf, notes)
-    out["maintenance_keys"] = {k: str(v) for k, v in conf.items() if k.startswith(MAINTENANCE_PREFIX)}
-    out.update(route_regex=route_regex, partition_by=partition_by, id_columns=id_columns,
-               commit_branch=commit_branch, auto_create_props=auto_props, catalog_properties=catalog_props,
-               kafka_properties=kafka_props, notes=notes)
-    out.setdefault("group_id", f"connect-{name}")
-    if not out["group_id"]:
-        out["group_id"] = f"connect-{name}"
-    config = SinkConfig(**out)
-    _validate(config)
-    return config
+
+def _converter_settings(conf: dict[str, Any], side: str) -> dict[str, str]:
+    """A converter's settings by name (``schema.registry.url``, ``subject.name.strategy``), as given;
+    ``value.converter.schemas.enable`` is a key of its own."""
+    prefix, strategy = f"{keys.CONVERTERS[side]}.", keys.SUBJECT_STRATEGIES[side]
+    return {keys.SUBJECT_STRATEGY if k == strategy else k.removeprefix(prefix): str(v) for k, v in conf.items()
+            if k == strategy or (k.startswith(prefix) and k != keys.VALUE_SCHEMAS_ENABLE)}
 
 
 def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]) -> RegistrySettings:
@@ -491,65 +416,63 @@ def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]
     settings = RegistrySettings(format=format)
     source = "URL"
     for prop, value in props.items():
-        key = f"{side}.converter.{prop}" if prop != "subject.name.strategy" else f"{side}.subject.name.strategy"
-        if prop == "schema.registry.url":
+        key = keys.converter_key(side, prop)
+        if prop == keys.REGISTRY_URL:
             if not value.startswith(("http://", "https://")):
                 raise ConfigError(key, f"expected an http(s) URL, got {value!r}")
             # Confluent's clients take a comma-separated list; one registry answers for all of them.
             settings.registry_url = value.split(",")[0].strip()
-        elif prop in ("basic.auth.credentials.source", "schema.registry.basic.auth.credentials.source"):
+        elif prop in (keys.CREDENTIALS_SOURCE, f"schema.registry.{keys.CREDENTIALS_SOURCE}"):
             if value not in ("USER_INFO", "URL"):
                 raise ConfigError(key, f"expected USER_INFO or URL, got {value!r}")
             source = value
-        elif prop in ("basic.auth.user.info", "schema.registry.basic.auth.user.info"):
+        elif prop in (keys.USER_INFO, f"schema.registry.{keys.USER_INFO}"):
             if ":" not in value:
                 raise ConfigError(key, "expected user:password")
             settings.user_info = value
-        elif prop in (f"{side}.subject.name.strategy", "subject.name.strategy"):
+        elif prop in (keys.SUBJECT_STRATEGIES[side], keys.SUBJECT_STRATEGY):
             settings.subject_strategy = strategy_name(key, value)
-        elif prop == "schemas.enable":
+        elif prop == keys.SCHEMAS_ENABLE:
             notes.append(f"{key}: ignored (framed {side}s always carry their schema id)")
         else:
             notes.append(f"{key}: unknown converter setting, ignored")
     if source == "USER_INFO" and settings.user_info is None:
-        raise ConfigError(f"{side}.converter.basic.auth.user.info", f"basic.auth.credentials.source=USER_INFO needs it")
+        raise ConfigError(keys.converter_key(side, keys.USER_INFO), f"{keys.CREDENTIALS_SOURCE}=USER_INFO needs it")
     if source == "URL":
         settings.user_info = None  # credentials, if any, are in the URL
     return settings
 
 
 def _validate(config: SinkConfig) -> None:
+    """What no single key says: the keys that go together."""
     if not config.topics and not config.topics_regex:
-        raise ConfigError("topics", "set topics or topics.regex")
+        raise ConfigError(keys.TOPICS, f"set {keys.TOPICS} or {keys.TOPICS_REGEX}")
     if config.topics and config.topics_regex:
-        raise ConfigError("topics.regex", "set either topics or topics.regex, not both")
+        raise ConfigError(keys.TOPICS_REGEX, f"set either {keys.TOPICS} or {keys.TOPICS_REGEX}, not both")
     if not config.tables and not config.dynamic_enabled:
-        raise ConfigError("iceberg.tables", "name at least one destination table (or enable dynamic routing)")
+        raise ConfigError(keys.TABLES, "name at least one destination table (or enable dynamic routing)")
     for table in config.tables:
         if len(table.split(".")) < 2:
-            raise ConfigError("iceberg.tables", f"{table!r} needs a namespace (namespace.table)")
+            raise ConfigError(keys.TABLES, f"{table!r} needs a namespace (namespace.table)")
     if config.dynamic_enabled and not config.route_field:
-        raise ConfigError("iceberg.tables.route-field", "dynamic routing needs a route field")
+        raise ConfigError(keys.TABLES_ROUTE_FIELD, "dynamic routing needs a route field")
     for table, regex in config.route_regex.items():
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            raise ConfigError(f"iceberg.table.{table}.route-regex", f"invalid regular expression {regex!r} ({exc})"
-                              ) from None
+        key = keys.table_key(table, keys.ROUTE_REGEX)
+        _regex(key, regex)
         if not config.route_field:
-            raise ConfigError(f"iceberg.table.{table}.route-regex", f"needs iceberg.tables.route-field")
+            raise ConfigError(key, f"needs {keys.TABLES_ROUTE_FIELD}")
     if config.variant_columns or config.variant_value:
-        key = "sinklab.tables.variant-value" if config.variant_value else "sinklab.tables.variant-columns"
+        key = keys.VARIANT_VALUE if config.variant_value else keys.VARIANT_COLUMNS
         version = config.auto_create_props.get("format-version", str(VARIANT_FORMAT_VERSION))
         if not version.isdigit() or int(version) < VARIANT_FORMAT_VERSION:
             raise ConfigError(key, f"VARIANT columns need Iceberg format version 3, but "
-                              f"iceberg.tables.auto-create-props.format-version is {version}")
+                              f"{keys.TABLES_AUTO_CREATE_PROPS_PREFIX}format-version is {version}")
         if config.variant_value and config.variant_columns:
-            raise ConfigError("sinklab.tables.variant-columns", "the whole value already lands in "
-                              f"{config.variant_value} (sinklab.tables.variant-value); set one of the two")
+            raise ConfigError(keys.VARIANT_COLUMNS, "the whole value already lands in "
+                              f"{config.variant_value} ({keys.VARIANT_VALUE}); set one of the two")
         if config.variant_value and config.row_level:
-            raise ConfigError("sinklab.tables.variant-value", "upsert/CDC needs id columns, and a whole value as one "
-                              "VARIANT has none; use sinklab.tables.variant-columns for the changing fields")
+            raise ConfigError(keys.VARIANT_VALUE, "upsert/CDC needs id columns, and a whole value as one VARIANT has "
+                              f"none; use {keys.VARIANT_COLUMNS} for the changing fields")
     if config.errors_tolerance == "all" and not config.dlq_topic:
         # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
-        raise ConfigError("errors.deadletterqueue.topic.name", "errors.tolerance=all needs a dead-letter topic")
+        raise ConfigError(keys.ERRORS_DLQ_TOPIC, f"{keys.ERRORS_TOLERANCE}=all needs a dead-letter topic")

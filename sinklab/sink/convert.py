@@ -37,6 +37,8 @@ from sinklab.sink.errors import (
     TYPE_MISMATCH,
     UNDECODABLE,
 )
+from sinklab.sink.keys import VALUE_SCHEMAS_ENABLE
+from sinklab.sink.text import utf8_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,11 +75,6 @@ def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
         return decimal.Decimal(unscaled).scaleb(-scale)
 
     return decode
-
-
-def utf8_text(binary: Column) -> Column:
-    """Bytes as text, null when they are not UTF-8 (Spark 4's ``decode`` raises on those)."""
-    return F.try_validate_utf8(binary.cast("string"))
 
 
 def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:  # noqa: C901 - one case per type
@@ -211,7 +208,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
             F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).when(
             payload.isNull(), F.lit(f"{NOT_AN_OBJECT}: value has no Kafka Connect schema/payload envelope "
-                                    "(value.converter.schemas.enable=true)"))
+                                    f"({VALUE_SCHEMAS_ENABLE}=true)"))
     else:
         payload, schema = text, F.lit(None).cast("string")
         # json_object_keys is null for anything but a JSON object, and is the cheaper parse (it skips the

@@ -1,11 +1,18 @@
-"""What can stop a sink, each naming what the user needs to act on."""
+"""Which failures of a cycle are worth trying again (``transient``), and the kinds of bad records."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from sinklab.exceptions import CommitTimeout, CycleTooLarge, KafkaUnavailable, RecordError, SinkError, SinkFenced, StuckCall, TableMissing
 
+from sinklab.exceptions import (
+    CommitTimeout,
+    CycleTooLarge,
+    KafkaUnavailable,
+    RecordError,
+    SinkFenced,
+    TableMissing,
+)
 
 # Java exceptions (by class name, as Spark's and py4j's messages carry them, causes included) of a
 # service that is away or slow for now: the broker, the catalog, the object store. A cycle failing on
@@ -112,5 +119,4 @@ TYPE_MISMATCH = "type-mismatch"
 MISSING_REQUIRED = "missing-required"
 OUT_OF_RANGE = "out-of-range"
 NO_TABLE = "no-table"
-RECORD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM)  # no table could take the record
 

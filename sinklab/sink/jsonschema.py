@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from sinklab.sink.text import utf8_text
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -103,8 +105,6 @@ def body_text(body: Column, side: str) -> Column:
     """A body's text, null when it is not what the side needs: a value's JSON object, or a key's value
     (an object's JSON text; a string without its quotes, as a tombstone's single id takes it)."""
     from pyspark.sql import functions as F
-
-    from sinklab.sink.convert import utf8_text
 
     text = utf8_text(body)
     if side == "value":

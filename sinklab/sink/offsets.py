@@ -2,9 +2,12 @@
 
 - ``TopicPartition``: a source partition, printed ``topic[partition]``.
 - ``OffsetRange``: what a cycle reads of one partition, ``[start, end)``.
-- ``Offsets``: a number per partition, nested ``{topic: {partition: n}}``: the next offset to read
-  (a plan's ends, what a table recorded) or a count (lag). The snapshot property ``sinklab.offsets``
-  is its JSON (``to_property`` / ``from_property``); nothing else turns offsets into text and back.
+- ``Offsets``: the next offset to read per partition, nested ``{topic: {partition: offset}}`` (a
+  plan's ends, what a table recorded, what a cycle committed). The snapshot property
+  ``sinklab.offsets`` is its JSON (``to_property`` / ``from_property``); nothing else turns offsets
+  into text and back.
+- ``Lag``: records per partition not yet committed, ``{TopicPartition: n}``; shown (the status JSON,
+  the CLI) as ``{"topic[partition]": n}``, a form nothing reads back.
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ class OffsetRange:
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+
+Lag = dict[TopicPartition, int]
+
+
+def lag_json(lag: Lag) -> dict[str, int]:
+    """For people and JSON output: ``{"topic[partition]": n}``, in (topic, partition) order."""
+    return {str(tp): n for tp, n in sorted(lag.items())}
 
 
 def get(offsets: Offsets, tp: TopicPartition, default: int = -1) -> int:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from sinklab.sink.offsets import OffsetRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,18 +26,6 @@ MIN_TASK_RECORDS = 20_000
 # The consumer waits this long for data at the end of a range instead of Kafka's 500 ms: the pooled
 # consumer of the next cycle queued behind that wait (measured: 0.55 s of a one-record cycle's read).
 FETCH_MAX_WAIT_MS = 10
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    topic: str
-    partition: int
-    start: int  # first offset to read
-    end: int  # first offset not to read
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
 
 
 def task_count(ranges: list[OffsetRange], parallelism: int, min_task: int = MIN_TASK_RECORDS) -> int:

@@ -23,19 +23,20 @@ from urllib.parse import quote
 
 import requests
 
-from sinklab.exceptions import RemoteSinkError
-from sinklab.sink.config import ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import (
+from sinklab.exceptions import (
     CommitTimeout,
+    ConfigError,
     CycleTooLarge,
     KafkaUnavailable,
     RecordError,
+    RemoteSinkError,
     SinkError,
     SinkFenced,
     StuckCall,
     TableMissing,
-    text_of,
 )
+from sinklab.sink.config import SinkConfig, load_config
+from sinklab.sink.errors import text_of
 from sinklab.sink.sink import SinkStatus
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ def error_json(exc: BaseException) -> dict[str, Any]:
     out: dict[str, Any] = {"error_code": 500, "message": text_of(exc), "exception": type(exc).__name__}
     if isinstance(exc, RecordError):
         out["record"] = {"topic": exc.topic, "partition": exc.partition, "offset": exc.offset, "table": exc.table,
-                         "reason": exc.reason}
+                         "reason": exc.reason, "kind": exc.kind, "sink": exc.sink}
+    elif isinstance(exc, ConfigError):
+        out["key"], out["problem"] = exc.key, exc.problem
     return out
 
 
@@ -90,8 +93,9 @@ def error_from_json(status: int, body: Any, doing: str) -> Exception:
     kind = body.get("exception")
     if kind == "RecordError" and isinstance(body.get("record"), dict):
         return RecordError(**body["record"])
-    if kind == "ConfigError" or (status == 400 and kind is None):
-        return ConfigError(message)
+    if "key" in body or (status == 400 and kind is None):
+        # A ConfigError (or one of its kinds) comes back as one; a 400 of the Connect API names no key.
+        return ConfigError(body.get("key"), str(body.get("problem", message)))
     known = _BY_NAME.get(str(kind))
     return known(message) if known is not None else RemoteSinkError(f"{doing}: {message}")
 
@@ -171,7 +175,7 @@ class RemoteSink:
         self._call("PUT", f"/stop?timeout_s={timeout:g}", timeout=timeout + 30)
 
     def status(self) -> SinkStatus:
-        return SinkStatus(**self._call("GET", "/status"))
+        return SinkStatus.from_json(self._call("GET", "/status"))
 
     def delete(self) -> None:
         """Stop it and forget it on the server."""

@@ -9,7 +9,6 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sinklab.sink.columns import ROUTE
-from sinklab.sink.progress import Offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -79,29 +78,3 @@ def unrouted(config: SinkConfig, records: DataFrame, tables: list[str]) -> DataF
     for t in tables:
         taken = taken | F.coalesce(table_condition(config, t), F.lit(False))
     return records.where(~taken)
-
-
-def not_yet_recorded(records: DataFrame, offsets: Offsets, ranges: list[tuple[str, int, int, int]]) -> DataFrame | None:
-    """The records a table does not have yet; None when it has them all.
-
-    ``ranges`` are the cycle's (topic, partition, start, end); ``offsets`` what the table recorded.
-    """
-    keep, full = [], True
-    for topic, partition, start, end in ranges:
-        recorded = offsets.get(topic, {}).get(partition, -1)
-        if recorded >= end:
-            full = False
-            continue
-        cond = (F.col("topic") == topic) & (F.col("partition") == partition)
-        if recorded > start:
-            full = False
-            cond = cond & (F.col("offset") >= recorded)
-        keep.append(cond)
-    if not keep:
-        return None
-    if full:
-        return records
-    condition = keep[0]
-    for c in keep[1:]:
-        condition = condition | c
-    return records.where(condition)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import KafkaException
 
-from sinklab.sink.config import CATALOG_CONNECTION_KEYS, ConfigError, SinkConfig, load_config
-from sinklab.sink.errors import CycleTooLarge, jvm_gone, out_of_memory, text_of, transient
+from sinklab.exceptions import ConfigError, CycleTooLarge
+from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
+from sinklab.sink.errors import jvm_gone, out_of_memory, text_of, transient
+from sinklab.sink.offsets import Lag, TopicPartition
 from sinklab.sink.pace import Cost, LagTarget, due
 from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, driver_exit_status
 
@@ -24,8 +26,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
+    from sinklab.sink.control import Chore
     from sinklab.sink.coordinator import Coordinator, CycleResult
-    from sinklab.sink.events import Chore
     from sinklab.stack import Stack
 
 log = logging.getLogger("sinklab.sink")
@@ -43,7 +45,7 @@ class SinkStatus:
     cycles: int = 0
     records: int = 0
     last_commit: dict[str, Any] | None = None
-    lag: dict[str, int] = field(default_factory=dict)
+    lag: Lag = field(default_factory=dict)  # of the last planned cycle, per partition
     counters: dict[str, int] = field(default_factory=dict)
     trace: str | None = None
     pace: dict[str, Any] | None = None  # with sinklab.commit.target-lag-ms: what the controller chose (pace.Pace)
@@ -56,6 +58,14 @@ class SinkStatus:
         retrying = f", retrying ({self.retrying['error']})" if self.retrying else ""
         return (f"SinkStatus({self.name}: {self.state}{retrying}, {self.cycles} cycles, {self.records} records, "
                 f"lag={sum(self.lag.values())}{', error: ' + self.trace.splitlines()[-1] if self.trace else ''})")
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (a remote sink's status): lag as ``[topic, partition, n]`` entries."""
+        return {**asdict(self), "lag": [[tp.topic, tp.partition, n] for tp, n in self.lag.items()]}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SinkStatus:
+        return cls(**{**raw, "lag": {TopicPartition(t, p): n for t, p, n in raw.get("lag", [])}})
 
 
 class BetweenCycles(Protocol):

@@ -10,8 +10,9 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.sink.config import ConfigError, PartitionField
-from sinklab.sink.progress import Offsets, parse_offsets
+from sinklab.exceptions import ConfigError
+from sinklab.sink.config import PartitionField
+from sinklab.sink.offsets import Offsets, from_property
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -36,9 +37,6 @@ class TableState:
     snapshot_id: int | None = None
     offsets: Offsets = field(default_factory=dict)
     table: Table | None = None
-
-    def recorded(self, topic: str, partition: int) -> int:
-        return self.offsets.get(topic, {}).get(partition, -1)
 
 
 def identifier(name: str) -> tuple[str, ...]:
@@ -65,7 +63,7 @@ def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offset
             break
         props = snap.summary.additional_properties if snap.summary else {}
         if props.get(SINK_PROP) == sink and OFFSETS_PROP in props:
-            return parse_offsets(props[OFFSETS_PROP])
+            return from_property(props[OFFSETS_PROP])
         snapshot_id = snap.parent_snapshot_id
         seen += 1
     return {}

@@ -16,8 +16,9 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from sinklab.exceptions import ProcessError
 from sinklab.stack import jars
-from sinklab.stack.process import LOOPBACK, ManagedProcess, ProcessError, free_port
+from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 # Single-node settings: one replica of every internal topic, and few partitions so that the
 # first consumer group or transaction does not wait for 50 internal partitions to be created.

@@ -14,7 +14,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from sinklab.stack.process import LOOPBACK, ManagedProcess, ProcessError, free_port
+from sinklab.exceptions import ProcessError
+from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

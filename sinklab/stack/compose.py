@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import requests
 
-from sinklab.exceptions import ComposeNotRunning
 from sinklab.stack import registry
 from sinklab.stack.registry import CCOMPAT_PATH
 

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
+
 from sinklab.exceptions import JarsNotFound
 
 ICEBERG_VERSION = "1.11.0"

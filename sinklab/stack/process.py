@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
 from sinklab.exceptions import ProcessError
 
 LOOPBACK = "127.0.0.1"

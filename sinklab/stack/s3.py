@@ -16,8 +16,8 @@ from pathlib import Path
 
 import requests
 
-from sinklab.exceptions import S3NotAvailable
-from sinklab.stack.process import LOOPBACK, ManagedProcess, ProcessError, free_port
+from sinklab.exceptions import ProcessError, S3NotAvailable
+from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 DEFAULT_BUCKET = "sinklab"
 DEFAULT_REGION = "us-east-1"

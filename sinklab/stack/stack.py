@@ -12,12 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from sinklab.exceptions import ProcessError
 from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
 from sinklab.stack.info import DEFAULT_CATALOG_NAME, STACK_FILE, STORAGES, StackInfo
-from sinklab.stack.process import ProcessError, free_port, pid_alive, port_free, stop_leader_first, stop_pid
+from sinklab.stack.process import free_port, pid_alive, port_free, stop_leader_first, stop_pid
 from sinklab.stack.registry import EmbeddedRegistry, answers
 from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import (

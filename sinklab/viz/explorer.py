@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from sinklab.sink import keys
 from sinklab.viz import frames
 from sinklab.viz.figures import plot_tradeoff
 
@@ -85,9 +86,9 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
 
     def config(name: str, topic: str, tables: list[str], interval: int) -> dict[str, Any]:
         return {"name": name, "config": {
-            "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": stack.info.catalog_name,
-            "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval),
-            "value.converter.schemas.enable": "false", **(extra_config or {})}}
+            keys.TOPICS: topic, keys.TABLES: ",".join(tables), keys.CATALOG: stack.info.catalog_name,
+            keys.TABLES_AUTO_CREATE_ENABLED: "true", keys.COMMIT_INTERVAL_MS: str(interval),
+            keys.VALUE_SCHEMAS_ENABLE: "false", **(extra_config or {})}}
 
     if prime:
         topic = f"{namespace}-prime-{token}"

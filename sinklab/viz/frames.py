@@ -15,7 +15,6 @@ other than ``main`` have no such log: there ``visible_at`` is ``committed_at``.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -24,8 +23,10 @@ import numpy as np
 import pandas as pd
 from pyiceberg.manifest import FileFormat
 
-from sinklab.sink.progress import Offsets, parse_offsets
+from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
+from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
+from sinklab.sink.topics import TopicReader
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     KafkaSource = Stack | str
 
 MAIN = "main"
-CONTROL_TOPIC = "control-iceberg"
 METADATA_FIELD = "_kafka_metadata"
 
 SNAPSHOT_COLUMNS = [
@@ -155,7 +155,7 @@ def _table_snapshots(table: Table, name: str, branch: str) -> pd.DataFrame:
             "committed_at": _ms(snap.timestamp_ms),
             "visible_at": _ms(made_current[snap.snapshot_id]) if snap.snapshot_id in made_current else pd.NaT,
             "sink": props.get(SINK_PROP), "commit_id": props.get(COMMIT_ID_PROP),
-            "offsets": parse_offsets(props[OFFSETS_PROP]) if OFFSETS_PROP in props else None,
+            "offsets": from_property(props[OFFSETS_PROP]) if OFFSETS_PROP in props else None,
             "vtts": _ms(props[VTTS_PROP]) if VTTS_PROP in props else pd.NaT,
         }
         for column, key in SUMMARY_INTS.items():
@@ -250,12 +250,9 @@ def _content(content: int, puffin: bool) -> str:
 
 
 # ---- the control topic
-LOG_COLUMNS = ["type", "sink", "commit_id", "ts", "vtts", "offsets", "tables", "counters", "duration_ms"]
-
-
 class ControlLog:
     """The control topic's committed events, read incrementally: each ``read()`` fetches only what
-    arrived since the last one and returns every event so far, as ``read_control_log`` does.
+    arrived since the last one and returns every event so far, in ``read_control_log``'s columns.
 
     Unlike a one-shot read it never waits for an open transaction: a sink that is mid-commit (or
     was killed mid-commit, until its next instance aborts the transaction) holds read_committed
@@ -266,68 +263,25 @@ class ControlLog:
         self.bootstrap = _bootstrap(source)
         self.sink = sink
         self.topic = control_topic
-        self._rows: list[dict[str, Any]] = []
-        self._consumer: Any = None
-        self._ends: dict[int, tuple[int, int]] = {}  # partition -> (low, high) watermarks at the last read
-
-    def _assign(self, timeout: float) -> bool:
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-        if self._consumer is None:
-            self._consumer = Consumer({
-                "bootstrap.servers": self.bootstrap, "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
-                "enable.auto.commit": False, "isolation.level": "read_committed"})
-        meta = self._consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
-        if meta is None or meta.error is not None:
-            return False
-        new = [p for p in sorted(meta.partitions) if p not in self._ends]
-        if new:
-            self._consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new])
-            self._ends.update({p: (0, 0) for p in new})
-        return True
+        self._events: list[ControlEvent] = []
+        self._reader: TopicReader | None = None
 
     def read(self, timeout: float = 10.0, idle_s: float = 0.5) -> pd.DataFrame:
-        from confluent_kafka import TopicPartition
-
-        from sinklab.sink.events import decode
-
-        if self._assign(timeout):
-            for p in self._ends:
-                self._ends[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)
-            deadline = time.monotonic() + timeout
-            idle_since = time.monotonic()
-            while time.monotonic() < deadline:
-                msgs = self._consumer.consume(500, timeout=0.1)
-                for m in msgs:
-                    if m.error() is None and m.value():
-                        event = decode(m.value())
-                        if self.sink is None or event["sink"] == self.sink:
-                            self._rows.append(event)
-                if msgs:
-                    idle_since = time.monotonic()
-                positions = self._consumer.position([TopicPartition(self.topic, p) for p in self._ends])
-                if all(self._ends[tp.partition][1] <= max(tp.offset, self._ends[tp.partition][0])
-                       for tp in positions):
-                    break
-                if not msgs and time.monotonic() - idle_since >= idle_s:
-                    break
+        if self._reader is None:
+            self._reader = TopicReader(self.bootstrap, self.topic)
+        for batch in self._reader.read(timeout=timeout, idle_s=idle_s):
+            self._events.extend(events_of(batch, self.sink))
         return self.frame()
 
     def frame(self) -> pd.DataFrame:
-        if not self._rows:
-            return _empty(LOG_COLUMNS)
-        frame = pd.DataFrame(self._rows)
-        frame["ts"] = pd.to_datetime(frame.pop("ts_ms"), unit="ms", utc=True)
-        frame["vtts"] = pd.to_datetime(frame.pop("vtts_ms"), unit="ms", utc=True)
-        frame["offsets"] = frame["offsets"].map(json.loads)
-        return frame
+        return log_frame(self._events)
 
     def close(self) -> None:
         """Close the consumer; a later ``read()`` starts again from the beginning."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
-        self._rows, self._ends = [], {}
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._events = []
 
     def __enter__(self) -> ControlLog:
         return self
@@ -340,11 +294,6 @@ def control_log(source: KafkaSource, sink: str | None = None, control_topic: str
     """Every committed event on the control topic (of one sink), one row per event."""
     with ControlLog(source, sink, control_topic) as log:
         return log.read()
-
-
-
-def _int_offsets(raw: dict[str, dict[str, int]] | str) -> Offsets:
-    return parse_offsets(raw if isinstance(raw, str) else json.dumps(raw))
 
 
 def commits(source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC,
@@ -365,7 +314,7 @@ def commits(source: KafkaSource, sink: str | None = None, control_topic: str = C
                 "branch": t["branch"], "snapshot_id": t["snapshot_id"], "records": t["records"],
                 "data_files": len(t["data_files"]), "delete_files": len(t["delete_files"]), "bytes": t["bytes"],
                 "write_ms": t["write_ms"], "commit_ms": t["commit_ms"], "duration_ms": cycle.duration_ms,
-                "offsets": _int_offsets(t["offsets"]),
+                "offsets": t["offsets"],
             })
     return pd.DataFrame(rows, columns=COMMIT_COLUMNS) if rows else _empty(COMMIT_COLUMNS)
 
@@ -387,7 +336,7 @@ def cycles(source: KafkaSource, sink: str | None = None, control_topic: str = CO
         "tables": done["tables"].map(len),
         "data_files": done["tables"].map(lambda ts: sum(len(t["data_files"]) for t in ts)),
         "bytes": done["tables"].map(lambda ts: sum(int(t["bytes"]) for t in ts)),
-        "duration_ms": done["duration_ms"], "offsets": done["offsets"].map(_int_offsets),
+        "duration_ms": done["duration_ms"], "offsets": done["offsets"],
         "counters": done["counters"].map(dict),
     }, columns=CYCLE_COLUMNS).reset_index(drop=True)
 
@@ -396,8 +345,9 @@ def _completed(log: pd.DataFrame) -> pd.DataFrame:
     """commit-complete events in commit order, numbered per sink, with their commit-start time."""
     if log.empty:
         return log.assign(cycle=pd.Series(dtype="int64"), started_at=pd.Series(dtype="datetime64[ns, UTC]"))
-    starts = log[log["type"] == "commit-start"].drop_duplicates("commit_id", keep="last").set_index("commit_id")["ts"]
-    done = log[log["type"] == "commit-complete"].sort_values("ts", kind="stable").copy()
+    starts = log[log["type"] == PayloadType.COMMIT_START].drop_duplicates("commit_id", keep="last") \
+        .set_index("commit_id")["ts"]
+    done = log[log["type"] == PayloadType.COMMIT_COMPLETE].sort_values("ts", kind="stable").copy()
     done["started_at"] = done["commit_id"].map(starts)
     done["cycle"] = done.groupby("sink").cumcount() + 1
     return done.reset_index(drop=True)
@@ -408,51 +358,27 @@ def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.D
     ``key`` and ``value`` as the source had them, and — with
     ``errors.deadletterqueue.context.headers.enable`` — where it came from (``source_topic``,
     ``source_partition``, ``source_offset``), its ``kind``, the error ``message`` and the ``table``."""
-    from confluent_kafka import Consumer, TopicPartition
-
     columns = ["partition", "offset", "source_topic", "source_partition", "source_offset", "kind", "table", "message",
                "key", "value"]
-    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
     rows: list[dict[str, Any]] = []
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return _empty(columns)
-        for p in sorted(meta.partitions):
-            tp = TopicPartition(topic, p)
-            low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                msgs = consumer.consume(1000, timeout=0.5)
-                if msgs:
-                    deadline = time.monotonic() + timeout
-                for m in msgs:
-                    if m.error() is not None:
-                        continue
-                    headers = {k: (v.decode(errors="replace") if v is not None else None) for k, v in m.headers() or []}
-                    source_partition = headers.get("__connect.errors.partition")
-                    source_offset = headers.get("__connect.errors.offset")
-                    rows.append({
-                        "partition": m.partition(), "offset": m.offset(),
-                        "source_topic": headers.get("__connect.errors.topic"),
-                        "source_partition": int(source_partition) if source_partition is not None else None,
-                        "source_offset": int(source_offset) if source_offset is not None else None,
-                        "kind": headers.get("__sinklab.errors.kind"), "table": headers.get("__sinklab.errors.table"),
-                        "message": headers.get("__connect.errors.exception.message"), "key": m.key(),
-                        "value": m.value(),
-                    })
-                if not msgs and consumer.position([tp])[0].offset >= high:
-                    break
-    finally:
-        consumer.close()
+    with TopicReader(_bootstrap(source), topic) as reader:
+        for batch in reader.read(timeout=timeout):
+            for m in batch:
+                headers = {k: (v.decode(errors="replace") if v is not None else None) for k, v in m.headers() or []}
+                source_partition = headers.get("__connect.errors.partition")
+                source_offset = headers.get("__connect.errors.offset")
+                rows.append({
+                    "partition": m.partition(), "offset": m.offset(),
+                    "source_topic": headers.get("__connect.errors.topic"),
+                    "source_partition": int(source_partition) if source_partition is not None else None,
+                    "source_offset": int(source_offset) if source_offset is not None else None,
+                    "kind": headers.get("__sinklab.errors.kind"), "table": headers.get("__sinklab.errors.table"),
+                    "message": headers.get("__connect.errors.exception.message"), "key": m.key(), "value": m.value(),
+                })
     frame = pd.DataFrame(rows, columns=columns) if rows else _empty(columns)
     for column in ("source_partition", "source_offset"):
         frame[column] = frame[column].astype("Int64")
-    return frame
+    return frame.sort_values(["partition", "offset"], ignore_index=True)
 
 
 # ---- derived views
@@ -519,59 +445,24 @@ def record_times(source: KafkaSource, topics: str | Iterable[str], until: Offset
     """The Kafka timestamp of every record of ``topics`` (up to ``until`` per partition, else the
     end): ``topic, partition, offset, produced_at``. Only offsets and timestamps are kept, so
     millions of records fit; a record's timestamp is its producer's CreateTime unless the topic
-    says LogAppendTime."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": _bootstrap(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "enable.auto.offset.store": False,
-                         "isolation.level": "read_committed"})
-    parts: dict[tuple[str, int], int] = {}
+    says LogAppendTime. TimeoutError (naming the partitions) after ``timeout`` s without progress."""
     out: dict[str, list[np.ndarray]] = {c: [] for c in RECORD_COLUMNS}
-    try:
-        assign = []
-        for topic in _names(topics):
-            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if meta is None or meta.error is not None:
-                raise ValueError(f"topic {topic!r} not found on {_bootstrap(source)}")
-            for p in sorted(meta.partitions):
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                end = min(high, until.get(topic, {}).get(p, high)) if until is not None else high
-                if end > low:
-                    parts[(topic, p)] = end
-                    assign.append(TopicPartition(topic, p, low))
-        if not assign:
-            return _empty(RECORD_COLUMNS)
-        consumer.assign(assign)
-        deadline = time.monotonic() + timeout
-        while parts and time.monotonic() < deadline:
-            msgs = consumer.consume(10_000, timeout=1.0)
-            if msgs:
-                deadline = time.monotonic() + timeout
-            batch: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
-            for m in msgs:
-                if m.error() is not None:
-                    continue
-                tp = (m.topic(), m.partition())
-                end = parts.get(tp)
-                if end is None or m.offset() >= end:
-                    continue
-                offs, stamps = batch.setdefault(tp, ([], []))
-                offs.append(m.offset())
+    with TopicReader(_bootstrap(source), topics) as reader:
+        for batch in reader.read(until, timeout=timeout, batch=10_000, missing_ok=False):
+            # Per partition, as arrays: a batch holds runs of a few partitions' records.
+            found: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+            for m in batch:
+                offsets, stamps = found.setdefault((m.topic(), m.partition()), ([], []))
+                offsets.append(m.offset())
                 stamps.append(m.timestamp()[1])
-            for (topic, p), (offs, stamps) in batch.items():
-                out["topic"].append(np.full(len(offs), topic, dtype=object))
-                out["partition"].append(np.full(len(offs), p, dtype=np.int64))
-                out["offset"].append(np.asarray(offs, dtype=np.int64))
+            for (topic, p), (offsets, stamps) in found.items():
+                out["topic"].append(np.full(len(offsets), topic, dtype=object))
+                out["partition"].append(np.full(len(offsets), p, dtype=np.int64))
+                out["offset"].append(np.asarray(offsets, dtype=np.int64))
                 out["produced_at"].append(np.asarray(stamps, dtype=np.int64))
-                if offs[-1] >= parts[(topic, p)] - 1:
-                    del parts[(topic, p)]
-                    consumer.incremental_unassign([TopicPartition(topic, p)])
-        if parts:
-            raise TimeoutError(f"record_times: no progress for {timeout}s reading "
-                               + ", ".join(f"{t}[{p}]" for t, p in parts))
-    finally:
-        consumer.close()
-    frame = pd.DataFrame({c: np.concatenate(v) if v else [] for c, v in out.items()})
+    if not out["offset"]:
+        return _empty(RECORD_COLUMNS)
+    frame = pd.DataFrame({c: np.concatenate(v) for c, v in out.items()})
     frame["produced_at"] = pd.to_datetime(frame["produced_at"], unit="ms", utc=True)
     return frame.sort_values(["topic", "partition", "offset"], ignore_index=True)
 
@@ -819,7 +710,7 @@ def maintenance_runs(source: KafkaSource, sink: str | None = None, control_topic
     """One row per table per maintenance run a sink scheduled (``sinklab.maintenance.*``), from the
     control topic: when, how long it took, how much it delayed the next cycle, and what it did."""
     log = control_log(source, sink, control_topic) if log is None else log
-    runs = log[log["type"] == "maintenance"] if not log.empty else log
+    runs = log[log["type"] == PayloadType.MAINTENANCE]
     rows = []
     for run in runs.itertuples():
         counters = dict(run.counters)

@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from sinklab.sink import keys
 from sinklab.sink.pace import fit
 
 if TYPE_CHECKING:
@@ -74,9 +75,9 @@ def calibrate(stack: Stack, generator: Generator | None = None, sizes: Sequence[
     topic, name = f"{namespace}-{token}", f"{namespace}-{token}"
     stack.create_topic(topic, partitions=partitions)
     sink = open_sink(stack, {"name": name, "config": {
-        "topics": topic, "iceberg.tables": f"{namespace}.calibration_{token}",
-        "iceberg.catalog": stack.info.catalog_name, "iceberg.tables.auto-create-enabled": "true",
-        "value.converter.schemas.enable": "false"}})
+        keys.TOPICS: topic, keys.TABLES: f"{namespace}.calibration_{token}",
+        keys.CATALOG: stack.info.catalog_name, keys.TABLES_AUTO_CREATE_ENABLED: "true",
+        keys.VALUE_SCHEMAS_ENABLE: "false"}})
     rows = []
     try:
         for size in [min(sizes), *[s for s in sizes for _ in range(repeats)]]:
@@ -143,14 +144,14 @@ def recommend(plan: pd.DataFrame, target_s: float, compact_every: int = COMPACT_
                          f"(interval {best['interval_s']:.2f} s, cycles of {best['cycle_s']:.2f} s)")
     row = fits.loc[fits["interval_s"].idxmax()]
     return {
-        "iceberg.control.commit.interval-ms": str(int(row["interval_s"] * 1000)),
-        "sinklab.maintenance.compact.every-commits": str(compact_every),
-        "sinklab.maintenance.expire.older-than": f"{int(EXPIRE_AFTER_S // 60)}m",
+        keys.COMMIT_INTERVAL_MS: str(int(row["interval_s"] * 1000)),
+        keys.COMPACT_EVERY_COMMITS: str(compact_every),
+        keys.EXPIRE_OLDER_THAN: f"{int(EXPIRE_AFTER_S // 60)}m",
         "latency_s": round(float(row["latency_s"]), 2),
         "files_per_day": int(row["files_per_day"]), "files_per_day_maintained": int(row["files_per_day_maintained"]),
         "snapshots_per_day": int(row["snapshots_per_day"]),
         # Or let the sink hold the target itself as the rate changes.
-        "sinklab.commit.target-lag-ms": str(int(target_s * 1000)),
+        keys.COMMIT_TARGET_LAG_MS: str(int(target_s * 1000)),
     }
 
 

@@ -1,0 +1,104 @@
+"""The key table (sinklab.sink.keys): what the validate endpoint answers, how it maps to the configuration
+models, and the README's key reference made from it. Pure: no stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sinklab.connect.server import UNKNOWN_KEY_DOC, validate_response
+from sinklab.maintenance.policy import MaintenancePolicy
+from sinklab.sink import keys
+from sinklab.sink.config import SinkConfig, read_value
+from sinklab.sink.reference import README, render_readme
+
+PLUGIN = "org.apache.iceberg.connect.IcebergSinkConnector"
+
+
+def answer(**config: Any) -> tuple[int, dict[str, dict[str, Any]]]:
+    """The endpoint's error count, and its configs by key."""
+    body = validate_response(PLUGIN, {"connector.class": PLUGIN, "topics": "t", "iceberg.tables": "ns.t", **config})
+    return body["error_count"], {c["definition"]["name"]: c for c in body["configs"]}
+
+
+def test_validate_answers_every_declared_key_with_its_real_definition() -> None:
+    count, configs = answer()
+    assert count == 0
+    interval = configs["iceberg.control.commit.interval-ms"]
+    assert interval["definition"]["type"] == "INT" and interval["definition"]["default_value"] == "300000"
+    assert "cycle" in interval["definition"]["documentation"] and interval["definition"]["group"] == "Commits"
+    assert interval["value"]["value"] == "300000"  # not given: the default
+    auto = configs["iceberg.tables.auto-create-enabled"]["definition"]
+    assert (auto["type"], auto["default_value"]) == ("BOOLEAN", "false") and auto["documentation"]
+    assert configs["iceberg.control.topic"]["definition"]["default_value"] == keys.CONTROL_TOPIC
+    assert configs["topics"]["definition"]["type"] == "LIST" and configs["name"]["definition"]["required"]
+    assert configs["errors.tolerance"]["value"]["recommended_values"] == ["none", "all"]
+    # Every key declared, given or not (as Connect lists a connector's whole ConfigDef); families are no keys.
+    assert set(configs) >= {k.name for k in keys.KEYS if not k.family}
+    assert not [name for name in configs if "<" in name or name.endswith("*")]
+    # An ignored key says so; documentation is plain text.
+    assert "Accepted, not used: Spark decides" in configs["tasks.max"]["definition"]["documentation"]
+    assert not [n for n, c in configs.items() if "`" in c["definition"]["documentation"]]
+
+
+def test_validate_answers_given_keys_of_a_family_and_unknown_ones() -> None:
+    count, configs = answer(**{"iceberg.catalog.uri": "http://catalog", "some.unknown": "x",
+                               "value.converter.basic.auth.user.info": "user:secret"})
+    assert count == 0
+    uri = configs["iceberg.catalog.uri"]
+    assert uri["definition"]["group"] == "Catalog" and "catalog's properties" in uri["definition"]["documentation"]
+    assert uri["value"]["value"] == "http://catalog"
+    assert configs["some.unknown"]["definition"]["documentation"] == UNKNOWN_KEY_DOC
+    assert configs["some.unknown"]["definition"]["group"] is None
+    secret = configs["value.converter.basic.auth.user.info"]
+    assert secret["definition"]["type"] == "PASSWORD" and secret["value"]["value"] == "[hidden]"
+
+
+@pytest.mark.parametrize(("config", "key"), [
+    ({"iceberg.tables.auto-create-enabled": "yes"}, "iceberg.tables.auto-create-enabled"),
+    ({"iceberg.control.commit.interval-ms": "soon"}, "iceberg.control.commit.interval-ms"),
+    ({"tasks.max": "many"}, "tasks.max"),
+    ({"iceberg.tables.route-field": "k", "iceberg.table.ns.t.route-regex": "a("}, "iceberg.table.ns.t.route-regex"),
+    ({"transforms": "x"}, "transforms.x.type"),  # a key not given: listed for its error
+    ({"sinklab.maintenance.compact.every": "3"}, "sinklab.maintenance.compact.every"),
+    ({"errors.log.enable": {"nested": True}}, "errors.log.enable"),  # a BadRequest of the herder's normalize
+])
+def test_an_invalid_value_errs_on_its_key(config: dict[str, Any], key: str) -> None:
+    count, configs = answer(**config)
+    assert count == 1
+    assert [name for name, c in configs.items() if c["value"]["errors"]] == [key]
+    assert configs[key]["value"]["errors"][0].startswith(key)
+
+
+def test_each_key_maps_to_a_field_its_default_reads_as() -> None:
+    sink_fields, policy_fields = SinkConfig.model_fields, MaintenancePolicy.model_fields
+    for key in keys.SINK_KEYS:
+        assert key.doc and "|" not in key.doc, key.name
+        if key.field is None:
+            continue
+        assert key.field in sink_fields, key.name
+        # Connect's "" default means not set; value.converter.schemas.enable's is JsonConverter's, and the
+        # field follows the converter.
+        if key.default not in (None, "") and key.name != keys.VALUE_SCHEMAS_ENABLE:
+            assert read_value(key, key.name, key.default) == sink_fields[key.field].get_default(
+                call_default_factory=True), key.name
+    for key in keys.MAINTENANCE_KEYS:
+        assert key.field in policy_fields, key.name
+        assert policy_fields[key.field].default == (key.default if key.type != "STRING" else None), key.name
+
+
+def test_lookup_finds_a_key_or_its_most_specific_family() -> None:
+    assert keys.lookup("iceberg.catalog") is not None and keys.lookup("iceberg.catalog").name == "iceberg.catalog"
+    route = keys.lookup("iceberg.table.rpc.pizzas.route-regex")
+    assert route is not None and route.entry("iceberg.table.rpc.pizzas.route-regex") == "rpc.pizzas"
+    assert keys.lookup("transforms.meta.type").name == "transforms.<alias>.type"  # type: ignore[union-attr]
+    assert keys.lookup("transforms.meta.nested").name == "transforms.*"  # type: ignore[union-attr]
+    assert keys.lookup("iceberg.table.rpc.pizzas.unknown") is None and keys.lookup("some.unknown") is None
+
+
+def test_the_readme_key_reference_is_the_table() -> None:
+    text = README.read_text()
+    assert render_readme(text) == text, "the README's key reference is out of date: python -m sinklab.sink.reference"
+    for key in keys.KEYS:
+        assert f"| `{key.name}` |" in text, key.name
