@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--records 1000000] [--interval-ms 5000] [--quick]
                                      [--sweep 1000,2000,5000,10000] [--profile] [--no-java-sink]
+                                     [--sustained-seconds 60] [--sustained-probes 5] [--no-sustained]
     .venv/bin/python bench/ingest.py --format avro|json-schema [--records 200000]
     .venv/bin/python bench/ingest.py --target-lag
 
@@ -12,11 +13,19 @@ events/s, 60 s each), p99 visibility and commits per minute per phase.
 On the embedded stack, N pizza events go into a fresh topic once; then, one after the other:
 
 - raw consume: one confluent-kafka consumer reads the topic, touching nothing (the broker's limit);
-- naive: what a user would write instead: one Python process, confluent-kafka, ``json.loads``,
-  a pyarrow table and a pyiceberg ``append`` (then an offset commit) once per commit interval;
-- sinklab: the sink drains the same backlog with the same commit interval, exactly-once, into one
-  table and fanned out to three (static routing on ``sauce``). The tables exist beforehand: a
-  warm-up cycle creates them (its time is reported as ``auto_create_s``);
+- naive (a drain): what a user would write instead: one Python process, confluent-kafka,
+  ``json.loads``, a pyarrow table and a pyiceberg ``append`` (then an offset commit) once per commit
+  interval;
+- sinklab (a drain): the sink drains the same backlog with the same commit interval, exactly-once,
+  into one table and fanned out to three (static routing on ``sauce``). The tables exist beforehand:
+  a warm-up cycle creates them (its time is reported as ``auto_create_s``);
+- the sustained-rate contract: the highest event rate each sink (sinklab into one table and fanned
+  out to three, the naive loop, the Java sink) keeps up with for a window (60 s; ``--quick`` 20 s) at
+  the commit interval: lag at the window's close within two intervals of records, p99 visibility
+  within three intervals. Pre-encoded pizzas come from a paced producer in its own process
+  (``bench/paced_producer.py``), whose ceiling is measured first and never exceeded; the rate is
+  searched from the sink's drain rate (``next_rate``). A drain says how fast a backlog goes, which
+  the commit timer quantizes; this says what rate a sink keeps up with;
 - fixed cost: cycles that carry one record each;
 - latency: events are produced at a fixed rate for T seconds while the sink runs in the
   background; each record's visibility latency is the publish time of the first snapshot whose
@@ -24,7 +33,8 @@ On the embedded stack, N pizza events go into a fresh topic once; then, one afte
 - the Java sink (``bench/java_sink.py``; ``--no-java-sink`` skips it): Apache Iceberg's own Kafka
   Connect sink in a standalone Connect worker, ``tasks.max`` = cores, on the same broker, catalog
   and interval: it drains a warm-up topic, then the same backlog into a table with sinklab's
-  columns, then runs the same latency measurement (a record is found by its key in the data files
+  columns, then goes through the sustained-rate contract on the same worker, then runs the same
+  latency measurement (a record is found by its key in the data files
   each snapshot added, as that sink records no source offsets).
 
 With ``--format avro`` (or ``json-schema``) it measures instead the same pizzas as JSON and as
@@ -42,36 +52,40 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import math
 import os
 import statistics
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import java_sink  # bench/java_sink.py, next to this script
 import numpy as np
+import paced_producer  # bench/paced_producer.py
+import pandas as pd
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 
 from sinklab.generators import PizzaGenerator
+from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.maintenance import schedule
 from sinklab.sink import IcebergSink, load_config, read_control_log
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.control import PayloadType
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.offsets import from_property
+from sinklab.sink.offsets import from_property, to_property
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.stack import Stack
 from sinklab.stack.spark import SparkSettings
+from sinklab.viz import frames
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
@@ -283,43 +297,66 @@ class NaiveResult:
     rps: float
     appends: int
     files_per_append: float
+    append_at_s: list[float] = field(default_factory=list)  # seconds from the start to each append's commit
 
 
 def naive_pyiceberg(stack: Stack, topic: str, table: Table, interval_s: float) -> NaiveResult:
-    """The loop a user writes without a sink: consume, json.loads, pyarrow, pyiceberg append per interval.
+    """The loop a user writes without a sink: consume, json.loads, pyarrow, pyiceberg append per interval,
+    draining the backlog of ``topic``.
 
     At-least-once (append, then commit offsets): cheaper than the sink's protocol, never dearer.
     """
-    schema = table.schema().as_arrow()
     consumer, total = assign_all(stack, topic)
+    return naive_loop(consumer, table, interval_s, lambda seen: seen >= total)
+
+
+def naive_loop(consumer: Consumer, table: Table, interval_s: float, done: Callable[[int], bool],
+               sink_name: str | None = None) -> NaiveResult:
+    """The naive loop until ``done(records seen)``; a drain (no ``sink_name``) appends what is left at the
+    end. With ``sink_name`` it runs under the sustained-rate contract: each append's snapshot records
+    the next offset of every partition it covers, as sinklab's do (``sinklab.sink``, ``sinklab.offsets``),
+    so that its visibility is read from the table by the same code; what is left at the end is dropped."""
+    schema = table.schema().as_arrow()
     rows: list[dict[str, Any]] = []
+    ends: dict[str, dict[int, int]] = {}
     seen = appends = files = 0
+    append_at: list[float] = []
     started = last = time.monotonic()
 
     def flush() -> None:
         nonlocal rows, appends, files, last
         if rows:
             before = table.current_snapshot()
-            table.append(pa.Table.from_pylist(rows, schema=schema))
+            props = {SINK_PROP: sink_name, OFFSETS_PROP: to_property(ends)} if sink_name else {}
+            table.append(pa.Table.from_pylist(rows, schema=schema), snapshot_properties=props)
             consumer.commit(asynchronous=False)
             snap = table.current_snapshot()
             if snap is not None and snap != before and snap.summary is not None:
                 files += int(snap.summary.additional_properties.get("added-data-files", 0))
             appends += 1
+            append_at.append(time.monotonic() - started)
             rows = []
         last = time.monotonic()
 
-    while seen < total:
-        for m in consumer.consume(10_000, timeout=1.0):
-            if m.error() is None and m.value() is not None:
-                rows.append(json.loads(m.value()))
-                seen += 1
-        if time.monotonic() - last >= interval_s:
+    try:
+        while not done(seen):
+            batch = consumer.consume(10_000, timeout=1.0)
+            for m in batch:
+                if m.error() is None and m.value() is not None:
+                    rows.append(json.loads(m.value()))
+                    seen += 1
+            if sink_name:
+                for m in batch:
+                    if m.error() is None:
+                        ends.setdefault(m.topic(), {})[m.partition()] = m.offset() + 1
+            if time.monotonic() - last >= interval_s:
+                flush()
+        if not sink_name:
             flush()
-    flush()
-    elapsed = time.monotonic() - started
-    consumer.close()
-    return NaiveResult(seen / elapsed, appends, files / max(appends, 1))
+        elapsed = time.monotonic() - started
+    finally:
+        consumer.close()
+    return NaiveResult(seen / elapsed, appends, files / max(appends, 1), append_at)
 
 
 # ---- sinklab
@@ -331,7 +368,8 @@ FORMAT_NAMES = {"json": "JSON", "avro": "Avro", "json-schema": "JSON Schema"}
 
 
 def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, value_format: str = "json",
-                **extra: str) -> dict[str, Any]:
+                routes: dict[str, str] | None = None, **extra: str) -> dict[str, Any]:
+    """A sinklab sink; into more than one table, routed on the sauce by ``routes`` (table: regex; ``FANOUT``)."""
     config: dict[str, Any] = {**extra,
         "name": name, "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
         "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": str(interval_ms),
@@ -339,7 +377,7 @@ def sink_config(name: str, topic: str, tables: list[str], interval_ms: int, valu
     }
     if len(tables) > 1:
         config["iceberg.tables.route-field"] = "sauce"
-        config.update({f"iceberg.table.{t}.route-regex": FANOUT[t] for t in tables})
+        config.update({f"iceberg.table.{t}.route-regex": (routes or FANOUT)[t] for t in tables})
     return config
 
 
@@ -623,9 +661,9 @@ def record_visibility(stack: Stack, topic: str, table_name: str, name: str, comp
 
 # ---- the run
 
-def create_naive_table(stack: Stack, name: str = NAIVE) -> Table:
-    """A baseline's empty table (the naive loop's, the Java sink's), with the columns the sink
-    inferred for the same events."""
+def create_empty_table(stack: Stack, name: str = NAIVE) -> Table:
+    """An empty table (the naive loop's, the Java sink's, each probe's of the sustained-rate contract),
+    with the columns the sink inferred for the same events."""
     like = stack.catalog.load_table(identifier(SINGLE))
     if stack.catalog.table_exists(identifier(name)):
         stack.catalog.drop_table(identifier(name))
@@ -639,6 +677,7 @@ class JavaResult:
     drain: java_sink.JavaDrain | None = None
     latency: LatencyResult | None = None
     latency_1s: LatencyResult | None = None  # at FRESH_MS
+    sustained: Sustained | None = None
     error: str | None = None
 
 
@@ -655,15 +694,14 @@ def key_timestamps(stack: Stack, topic: str) -> dict[bytes, int]:
     return found
 
 
-def java_drain(stack: Stack, warm: int, records: int, interval_ms: int) -> java_sink.JavaDrain:
+def java_drain(stack: Stack, worker: java_sink.ConnectWorker, warm: int, records: int,
+               interval_ms: int) -> java_sink.JavaDrain:
     """The Java sink on a warm JVM, as sinklab's drains run: ``warm`` records of the warm-up topic
     first, then the backlog, each by a connector of its own on one worker."""
-    java_sink.require_jars()
-    create_naive_table(stack, JAVA_WARM)
-    create_naive_table(stack, JAVA)
-    with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
-        java_sink.drain(stack, worker, "bench-java-warm", "bench-warm", JAVA_WARM, interval_ms, warm)
-        return java_sink.drain(stack, worker, "bench-java", "bench-backlog", JAVA, interval_ms, records)
+    create_empty_table(stack, JAVA_WARM)
+    create_empty_table(stack, JAVA)
+    java_sink.drain(stack, worker, "bench-java-warm", "bench-warm", JAVA_WARM, interval_ms, warm)
+    return java_sink.drain(stack, worker, "bench-java", "bench-backlog", JAVA, interval_ms, records)
 
 
 def java_latency(stack: Stack, topic: str, interval_ms: int, rate: float, seconds: float,
@@ -671,7 +709,7 @@ def java_latency(stack: Stack, topic: str, interval_ms: int, rate: float, second
     """The latency run of sinklab's ``latency``, with the Java sink in the background."""
     count = int(rate * seconds)
     stack.create_topic(topic, partitions=partitions)
-    create_naive_table(stack, JAVA_LATENCY)
+    create_empty_table(stack, JAVA_LATENCY)
     name = f"{topic}-sink"
     with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
         worker.add(java_sink.connector_config(stack, name, topic, JAVA_LATENCY, interval_ms))
@@ -686,6 +724,396 @@ def java_latency(stack: Stack, topic: str, interval_ms: int, rate: float, second
         interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
         float(np.percentile(lat, 99)), len(commits), statistics.mean(len(c.files) for c in commits),
         statistics.mean(c.records for c in commits))
+
+
+# ---- the sustained-rate contract: the highest event rate each sink keeps up with
+
+PAYLOAD_POOL = 100_000  # distinct pre-encoded pizzas the paced producer cycles through, each record numbered
+CEILING_S = 5.0  # seconds the producer runs flat out for its ceiling
+TOP_SHARE = 0.9  # the highest rate tried, as a share of the producer's ceiling
+PRIMING = 100  # records a sinklab sink commits before the window opens (some for each of three tables)
+
+
+@dataclass
+class Contract:
+    """Keeping up with a rate: for ``seconds`` at that rate, with a commit every ``interval_ms``, at
+    most ``lag_intervals`` intervals of records not yet readable when the window closes, and the 99th
+    percentile of the window's records' visibility latency within ``p99_intervals`` intervals. At
+    most ``probes`` windows per sink."""
+
+    interval_ms: int
+    seconds: float
+    probes: int
+    lag_intervals: float = 2
+    p99_intervals: float = 3
+
+    @property
+    def p99_limit_s(self) -> float:
+        return self.p99_intervals * self.interval_ms / 1000
+
+    def lag_limit(self, rate: float) -> float:
+        return self.lag_intervals * self.interval_ms / 1000 * rate
+
+
+@dataclass
+class Payloads:
+    """The pre-encoded pizzas the paced producer sends (``bench/paced_producer.py``)."""
+
+    path: Path
+    count: int
+    mean_bytes: float  # of a value
+
+
+def pizza_payloads(folder: Path, count: int = PAYLOAD_POOL) -> Payloads:
+    values = (r.value for r in PizzaGenerator(seed=11).records(count) if r.value is not None)
+    written, mean = paced_producer.write_payloads(folder / "pizzas.jsonl", values)
+    return Payloads(folder / "pizzas.jsonl", written, mean)
+
+
+def producer_ceiling(stack: Stack, payloads: Payloads, partitions: int,
+                     seconds: float = CEILING_S) -> paced_producer.PacedRun:
+    """The paced producer flat out for ``seconds`` into a fresh topic, with no sink running: the records/s
+    the broker acknowledges (``delivered_rps``). No rate above it is tried."""
+    topic = "bench-producer-ceiling"
+    stack.create_topic(topic, partitions=partitions)
+    try:
+        return paced_producer.produce_paced(stack.bootstrap_servers, topic, payloads.path, partitions, seconds,
+                                            config=PRODUCER_DEFAULTS)
+    finally:
+        drop_topics(stack, [topic])
+
+
+Steps = list[tuple[float, int]]  # per commit, in order: its publish (epoch ms), records of the topic readable from then
+
+
+def readable_at(steps: Steps, at_ms: float) -> int:
+    return max((n for t, n in steps if t <= at_ms), default=0)
+
+
+def _epoch_ms(times: pd.Series) -> np.ndarray:
+    return ((times - pd.Timestamp(0, tz="UTC")).dt.total_seconds() * 1000).to_numpy()
+
+
+def offsets_readable(stack: Stack, tables: list[str], sink_name: str, topic: str) -> Steps:
+    """From the snapshots of ``sink_name`` (their ``sinklab.offsets``): each commit's publish, and the
+    records of ``topic`` readable in all of ``tables`` from then on (fanned out: the least of the three)."""
+    snaps = frames.snapshots(stack, tables)
+    own = snaps[(snaps["sink"] == sink_name) & snaps["offsets"].notna()].sort_values("visible_at")
+    latest = dict.fromkeys(tables, 0)
+    steps = []
+    for row in own.itertuples():
+        latest[row.table] = max(latest[row.table], sum(row.offsets.get(topic, {}).values()))
+        steps.append((row.visible_at.timestamp() * 1000, min(latest.values())))
+    return steps
+
+
+def offsets_latency(stack: Stack, tables: list[str], sink_name: str, topic: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every record of ``topic``: its Kafka timestamp and when it became readable (epoch ms, NaN: not yet), by
+    ``frames.visibility`` from the snapshots' offsets; fanned out, when the last of the tables published past
+    it (a record is matched against every table, and the three publish in the same cycle)."""
+    records = frames.record_times(stack, topic)
+    vis = frames.visibility(frames.snapshots(stack, tables), records, sink=sink_name)
+    if vis.empty:
+        return _epoch_ms(records["produced_at"]), np.full(len(records), np.nan)
+    produced = _epoch_ms(vis["produced_at"])
+    visible = produced + vis["latency_s"].to_numpy() * 1000
+    if len(tables) > 1:
+        per = pd.DataFrame({"partition": vis["partition"].to_numpy(), "offset": vis["offset"].to_numpy(),
+                            "produced": produced, "visible": np.nan_to_num(visible, nan=np.inf)})
+        last = per.groupby(["partition", "offset"], sort=False).agg(produced=("produced", "first"),
+                                                                    visible=("visible", "max"))
+        produced, visible = last["produced"].to_numpy(), last["visible"].to_numpy()
+        visible = np.where(np.isinf(visible), np.nan, visible)
+    return produced, visible
+
+
+class RateSink:
+    """A sink under the contract, on a fresh topic and fresh tables each probe: running and caught up
+    before the window opens, stopped once the window's records are readable or the wait is over."""
+
+    key = ""  # its name in the JSON line: ``{key}_sustained_rps``
+    label = ""
+
+    def start(self, topic: str, probe: int) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise when the sink has failed."""
+
+    def readable(self, topic: str) -> Steps:
+        raise NotImplementedError
+
+    def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every record's Kafka timestamp and when it became readable (epoch ms; NaN: not yet)."""
+        raise NotImplementedError
+
+
+class SinklabRate(RateSink):
+    """sinklab into one table, or fanned out to three on the sauce (as ``FANOUT``), exactly-once."""
+
+    def __init__(self, stack: Stack, interval_ms: int, partitions: int, fanout: bool):
+        self.stack, self.interval_ms, self.partitions, self.fanout = stack, interval_ms, partitions, fanout
+        self.key, self.label = ("fanout", "sinklab, fan-out to 3") if fanout else ("sinklab", "sinklab, 1 table")
+        self.sink: IcebergSink | None = None
+        self.tables: dict[str, str] = {}
+        self.name = ""
+
+    def start(self, topic: str, probe: int) -> None:
+        base = f"{NAMESPACE}.rate_{self.key}_{probe}"
+        self.tables = ({f"{base}_{t.rsplit('_', 1)[1]}": regex for t, regex in FANOUT.items()} if self.fanout
+                       else {base: ""})
+        self.name = f"{topic}-sink"
+        PizzaGenerator(seed=500 + probe).produce(self.stack, topic, count=PRIMING, partitions=self.partitions).wait()
+        self.sink = IcebergSink(self.stack, sink_config(self.name, topic, list(self.tables), self.interval_ms,
+                                                        routes=self.tables))
+        # This sink's first cycle (its session and consumers; creating its tables, as it does) is no part of it.
+        self.sink.run_once()
+        self.sink.start()
+
+    def stop(self) -> None:
+        if self.sink is not None:
+            self.sink.stop()
+            self.sink = None
+
+    def check(self) -> None:
+        status = self.sink.status() if self.sink is not None else None
+        if status is not None and status.state == "FAILED":
+            raise RuntimeError(f"sink {self.name} failed: {status.trace}")
+
+    def readable(self, topic: str) -> Steps:
+        return offsets_readable(self.stack, list(self.tables), self.name, topic)
+
+    def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
+        return offsets_latency(self.stack, list(self.tables), self.name, topic)
+
+
+class NaiveRate(RateSink):
+    """The naive loop (``naive_loop``) in a thread of this process (the producer runs in its own)."""
+
+    key, label = "naive", "naive pyiceberg"
+
+    def __init__(self, stack: Stack, interval_ms: int):
+        self.stack, self.interval_ms = stack, interval_ms
+        self.table_name = self.name = ""
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, topic: str, probe: int) -> None:
+        self.table_name = f"{NAMESPACE}.rate_naive_{probe}"
+        table = create_empty_table(self.stack, self.table_name)
+        self.name = f"{topic}-naive"
+        consumer, _ = assign_all(self.stack, topic)
+        self._halt.clear()
+        self._error = None
+
+        def run() -> None:
+            try:
+                naive_loop(consumer, table, self.interval_ms / 1000, lambda _: self._halt.is_set(), self.name)
+            except BaseException as exc:  # noqa: BLE001 - check() raises it in the harness's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=f"naive-{probe}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join(120)
+            self._thread = None
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"the naive loop failed: {failure(self._error)}") from self._error
+
+    def readable(self, topic: str) -> Steps:
+        return offsets_readable(self.stack, [self.table_name], self.name, topic)
+
+    def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
+        return offsets_latency(self.stack, [self.table_name], self.name, topic)
+
+
+class JavaRate(RateSink):
+    """Apache Iceberg's Kafka Connect sink, ``tasks.max`` = cores, a connector per probe on one warm worker."""
+
+    key, label = "java_sink", "Java Iceberg sink"
+
+    def __init__(self, stack: Stack, worker: java_sink.ConnectWorker, interval_ms: int):
+        self.stack, self.worker, self.interval_ms = stack, worker, interval_ms
+        self.table_name = self.name = ""
+
+    def start(self, topic: str, probe: int) -> None:
+        self.table_name = f"{NAMESPACE}.rate_java_{probe}"
+        create_empty_table(self.stack, self.table_name)
+        self.name = f"{topic}-sink"
+        self.worker.add(java_sink.connector_config(self.stack, self.name, topic, self.table_name, self.interval_ms))
+        self.worker.wait_assigned(self.name, topic)  # the tasks' start and the group's join are no part of it
+
+    def stop(self) -> None:
+        self.worker.remove(self.name)
+
+    def check(self) -> None:
+        self.worker.check(self.name)
+
+    def readable(self, topic: str) -> Steps:
+        # It records no source offsets: a fresh table's total records, as each snapshot made them readable.
+        snaps = frames.snapshots(self.stack, self.table_name)
+        return [(row.visible_at.timestamp() * 1000, int(row.total_records))
+                for row in snaps[snaps["added_records"] > 0].sort_values("visible_at").itertuples()]
+
+    def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
+        table = self.stack.catalog.load_table(identifier(self.table_name))
+        produced, visible, _ = java_sink.record_visibility(table, key_timestamps(self.stack, topic))
+        return produced, visible
+
+
+@dataclass
+class Probe:
+    """One window at ``rate`` records/s."""
+
+    rate: float
+    produced: int
+    produced_rps: float  # what the producer kept, first record to last
+    behind_s: float  # the most the producer fell behind its schedule
+    lag_end: int  # records produced by the window's close and not readable then
+    lag_limit: float
+    committed_rps: float  # records/s the sink made readable inside the window, first commit there to last
+    commits: int  # commits published inside the window
+    p50_s: float | None  # None: not measured, the lag already failed the contract
+    p99_s: float | None
+    why: str  # what failed; empty: it kept up
+    seconds: float  # the probe's wall time, setup and analysis included
+
+    @property
+    def passed(self) -> bool:
+        return not self.why
+
+
+def committed_rate(steps: Steps, start_ms: float, end_ms: float) -> tuple[float, int]:
+    """Records/s the sink made readable inside the window (from its first commit there to its last) and its
+    commits there: what it does when it cannot keep up."""
+    inside = [(t, n) for t, n in steps if start_ms <= t <= end_ms]
+    if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+        return (inside[-1][1] - inside[0][1]) / ((inside[-1][0] - inside[0][0]) / 1000), len(inside)
+    return (readable_at(steps, end_ms) - readable_at(steps, start_ms)) / ((end_ms - start_ms) / 1000), len(inside)
+
+
+def wait_readable(sink: RateSink, topic: str, total: int, deadline: float) -> None:
+    """Until ``total`` records of ``topic`` are readable, or the epoch second ``deadline``."""
+    while time.time() < deadline:
+        sink.check()
+        steps = sink.readable(topic)
+        if steps and steps[-1][1] >= total:
+            return
+        time.sleep(0.25)
+
+
+def keep_up(stack: Stack, sink: RateSink, contract: Contract, payloads: Payloads, rate: float, probe: int,
+            partitions: int) -> Probe:
+    """One window at ``rate``: a fresh topic and tables, the sink running, the paced producer for
+    ``contract.seconds``. Then the lag at the window's close (from the commits' publish times) and, when
+    producer and lag held, every record's visibility latency, after waiting for the tail up to the p99
+    limit past the close (a record still not readable then counts as readable at that deadline: a lower
+    bound, above the limit)."""
+    began = time.monotonic()
+    topic = f"bench-rate-{sink.key}-{probe}"
+    stack.create_topic(topic, partitions=partitions)
+    sink.start(topic, probe)
+    try:
+        run = paced_producer.produce_paced(stack.bootstrap_servers, topic, payloads.path, partitions,
+                                           contract.seconds, rate, PRODUCER_DEFAULTS)
+        sink.check()
+        total = sum(high - low for low, high in watermarks(stack, topic).values())
+        lag_end = total - readable_at(sink.readable(topic), run.last_ms)
+        held = run.kept_pace() and lag_end <= contract.lag_limit(rate)
+        deadline_ms = run.last_ms + (contract.p99_limit_s + 0.5) * 1000
+        if held:
+            wait_readable(sink, topic, total, deadline_ms / 1000)
+    finally:
+        sink.stop()
+    committed_rps, commits = committed_rate(sink.readable(topic), run.started_ms, run.last_ms)
+    p50 = p99 = None
+    if held:
+        produced, visible = sink.record_latency(topic)
+        latency = (np.where(np.isnan(visible), deadline_ms, visible) - produced) / 1000
+        window = latency[produced >= run.started_ms - 100]  # not a priming record
+        p50, p99 = (float(q) for q in np.quantile(window, [0.5, 0.99], method="higher"))
+    drop_topics(stack, [topic])
+    why = []
+    if not run.kept_pace():
+        why.append(f"producer {run.behind_s:.1f} s behind")
+    if lag_end > contract.lag_limit(rate):
+        why.append(f"lag {lag_end:,} > {contract.lag_limit(rate):,.0f}")
+    if p99 is not None and p99 > contract.p99_limit_s:
+        why.append(f"p99 {p99:.1f} s > {contract.p99_limit_s:.0f} s")
+    return Probe(rate, run.produced, run.rps, run.behind_s, lag_end, contract.lag_limit(rate), committed_rps,
+                 commits, p50, p99, "; ".join(why), time.monotonic() - began)
+
+
+@dataclass
+class Sustained:
+    key: str
+    label: str
+    rps: float | None  # the highest rate it kept up with; None: none of those tried
+    top: float  # the highest rate that could be tried (TOP_SHARE of the producer's ceiling)
+    probes: list[Probe]
+
+    @property
+    def producer_bound(self) -> bool:
+        """It kept up with the highest rate tried: the producer, not the sink, set the figure."""
+        return self.rps is not None and self.rps >= self.top * 0.99
+
+
+def round_rate(rate: float) -> float:
+    return float(f"{rate:.2g}")
+
+
+def next_rate(probes: list[Probe], top: float) -> float | None:
+    """The next rate to try; None once found to within 10%, or when the highest rate that may be tried held.
+
+    - Every rate so far held: twice the highest, at most ``top``.
+    - None held yet: 0.9 x what the lowest failure committed per second (the sink's throughput while it
+      could not keep up), at most 0.8 x and at least a quarter of that failure's rate.
+    - Otherwise the geometric middle of the highest success and the lowest failure above it: a bisection.
+    """
+    lo = max((p.rate for p in probes if p.passed), default=None)
+    above = [p for p in probes if not p.passed and (lo is None or p.rate > lo)]
+    if not above:
+        assert lo is not None
+        return None if lo >= top * 0.99 else round_rate(min(2 * lo, top))
+    hi = min(above, key=lambda p: p.rate)
+    if lo is None:
+        return round_rate(max(min(0.9 * hi.committed_rps, 0.8 * hi.rate), hi.rate / 4))
+    return None if hi.rate / lo <= 1.1 else round_rate(math.sqrt(lo * hi.rate))
+
+
+def sustained_rate(stack: Stack, sink: RateSink, contract: Contract, payloads: Payloads, seed: float, top: float,
+                   partitions: int) -> Sustained:
+    """The highest rate ``sink`` keeps up with under ``contract``: the first window at ``seed`` (the
+    sink's drain rate in this run), each next one at ``next_rate``, ``contract.probes`` windows at most."""
+    probes: list[Probe] = []
+    rate: float | None = round_rate(min(seed, top))
+    while rate is not None and len(probes) < contract.probes:
+        probes.append(keep_up(stack, sink, contract, payloads, rate, len(probes), partitions))
+        print(f"sustained, {sink.label}: {describe_probe(probes[-1])}", flush=True)
+        rate = next_rate(probes, top)
+    return Sustained(sink.key, sink.label, max((p.rate for p in probes if p.passed), default=None), top, probes)
+
+
+def describe_probe(p: Probe) -> str:
+    verdict = "kept up" if p.passed else f"no ({p.why})"
+    tail = f", p50 / p99 {p.p50_s:.1f} / {p.p99_s:.1f} s" if p.p99_s is not None else ""
+    return (f"{p.rate:,.0f}/s: {verdict}; lag at the close {p.lag_end:,}{tail}, committed {p.committed_rps:,.0f}/s "
+            f"in {p.commits} commits ({p.seconds:.0f} s)")
+
+
+def java_seed(drain: java_sink.JavaDrain, interval_ms: int) -> float:
+    """The Java sink's drain rate less its commit timer: its first commit comes one interval after its
+    coordinator starts, whatever it has read, so a drain of a backlog is mostly that wait."""
+    return drain.records / max(drain.seconds - interval_ms / 1000, 1.0)
 
 
 def failure(exc: BaseException) -> str:
@@ -715,7 +1143,15 @@ def main() -> None:  # noqa: C901 - one section per measurement
                                          "of local[*]")
     parser.add_argument("--cluster", default="", help="comma-separated worker counts: drain the backlog once more on "
                                                       "a local standalone cluster of that many one-core workers")
-    parser.add_argument("--quick", action="store_true", help="200k records, 20 s of latency, no sweep (< 3 min)")
+    parser.add_argument("--quick", action="store_true",
+                        help="200k records, 20 s of latency, no sweep; the sustained contract with 20 s windows and "
+                             "3 probes per sink")
+    parser.add_argument("--sustained-seconds", type=float,
+                        help="the sustained-rate contract's window at each rate tried (default 60, --quick 20)")
+    parser.add_argument("--sustained-probes", type=int,
+                        help="windows per sink at most in the sustained-rate contract (default 5, --quick 3)")
+    parser.add_argument("--no-sustained", action="store_true",
+                        help="skip the sustained-rate contract (its figures are null)")
     parser.add_argument("--no-java-sink", action="store_true",
                         help="skip the Java Iceberg Kafka Connect sink (its jars are fetched on first use)")
     parser.add_argument("--maintenance", action="store_true",
@@ -743,6 +1179,9 @@ def main() -> None:  # noqa: C901 - one section per measurement
     args.records = args.records or 1_000_000
     if args.quick:
         args.records, args.latency_seconds, args.sweep = 200_000, 20, ""
+    args.sustained_seconds = args.sustained_seconds or (20 if args.quick else 60)
+    args.sustained_probes = args.sustained_probes or (3 if args.quick else 5)
+    contract = Contract(args.interval_ms, args.sustained_seconds, args.sustained_probes)
     sweep = [int(s) for s in args.sweep.split(",") if s.strip()]
     args.cluster = [int(n) for n in args.cluster.split(",") if n.strip()]
     figures: dict[str, Any] = {"records": args.records, "partitions": args.partitions, "interval_ms": args.interval_ms}
@@ -750,7 +1189,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
     # The Connect REST API is not measured.
     with Stack.embedded(spark=SparkSettings(master=args.master) if args.master else None, connect=False) as stack:
         services = {pid for pid in stack.info.pids.values() if pid}
-        with RssSampler(services) as rss:
+        with RssSampler(services) as rss, tempfile.TemporaryDirectory(prefix="sinklab-bench-rate-") as rate_dir:
             with rss.phase("produce"):
                 figures["produce_rps"] = produce(stack, "bench-backlog", args.records, args.partitions)
             with rss.phase("raw"):
@@ -760,7 +1199,7 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 figures["auto_create_s"], figures["first_cycle_s"] = warm_up(
                     stack, min(args.records // 5, 200_000), args.interval_ms)
             with rss.phase("naive"):
-                naive = naive_pyiceberg(stack, "bench-backlog", create_naive_table(stack), args.interval_ms / 1000)
+                naive = naive_pyiceberg(stack, "bench-backlog", create_empty_table(stack), args.interval_ms / 1000)
             figures["naive_pyiceberg_rps"] = naive.rps
             with rss.phase("spark-alone"), tempfile.TemporaryDirectory(prefix="sinklab-bench-") as scratch:
                 figures["spark_alone_rps"] = spark_alone(stack, "bench-backlog", Path(scratch))
@@ -770,14 +1209,35 @@ def main() -> None:  # noqa: C901 - one section per measurement
                 fanout = drain(stack, "bench-fanout", "bench-backlog", list(FANOUT), args.interval_ms, args.records)
             with rss.phase("fixed"):
                 figures["cycle_fixed_s"], figures["empty_cycle_s"] = fixed_cost(stack, "bench-fixed", args.interval_ms)
+            # The sustained-rate contract, the same harness for every sink; the Java sink's in its phase below.
+            sustained: dict[str, Sustained] = {}
+            payloads = ceiling = None
+            if not args.no_sustained:
+                with rss.phase("sustained"):
+                    payloads = pizza_payloads(Path(rate_dir))
+                    ceiling = producer_ceiling(stack, payloads, args.partitions)
+                    print(f"producer ceiling: {ceiling.delivered_rps:,.0f} records/s", flush=True)
+                    # Each sink's first rate is its drain rate of this run.
+                    for sink, seed in ((SinklabRate(stack, args.interval_ms, args.partitions, False), single.rps),
+                                       (SinklabRate(stack, args.interval_ms, args.partitions, True), fanout.rps),
+                                       (NaiveRate(stack, args.interval_ms), naive.rps)):
+                        sustained[sink.key] = sustained_rate(stack, sink, contract, payloads, seed,
+                                                             TOP_SHARE * ceiling.delivered_rps, args.partitions)
             java = JavaResult(error="skipped (--no-java-sink)" if args.no_java_sink else None)
             if not args.no_java_sink:
                 with rss.phase("java-sink"):
                     try:
-                        java.drain = java_drain(stack, min(args.records // 5, 200_000), args.records,
-                                                args.interval_ms)
+                        java_sink.require_jars()
+                        with java_sink.ConnectWorker(stack, java_sink.scratch_dir(stack)) as worker:
+                            java.drain = java_drain(stack, worker, min(args.records // 5, 200_000), args.records,
+                                                    args.interval_ms)
+                            if payloads is not None and ceiling is not None:
+                                java.sustained = sustained_rate(
+                                    stack, JavaRate(stack, worker, args.interval_ms), contract, payloads,
+                                    java_seed(java.drain, args.interval_ms), TOP_SHARE * ceiling.delivered_rps,
+                                    args.partitions)
                     except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is a figure too
-                        java.error = f"drain: {failure(exc)}"
+                        java.error = f"{'sustained' if java.drain else 'drain'}: {failure(exc)}"
             naive_swept = [naive_pyiceberg(stack, "bench-backlog", stack.catalog.load_table(identifier(NAIVE)),
                                            interval / 1000) for interval in sweep]
             with rss.phase("latency"):
@@ -842,6 +1302,13 @@ def main() -> None:  # noqa: C901 - one section per measurement
         sinklab_vs_java_sink=figures["sinklab_rps"] / jd.rps if jd else None,
         java_sink_error=java.error,
     )
+    # The drains' commit times: a drain is quantized by them (a backlog the Java sink takes in one commit).
+    figures.update(sinklab_drain_cycle_s=[c.duration_ms / 1000 for c in single.cycles],
+                   fanout_drain_cycle_s=[c.duration_ms / 1000 for c in fanout.cycles],
+                   naive_drain_append_at_s=naive.append_at_s)
+    if java.sustained is not None:
+        sustained["java_sink"] = java.sustained
+    figures.update(sustained_figures(contract, sustained, ceiling, payloads))
     if swept:
         figures["sweep"] = [{"interval_ms": lt.interval_ms, "naive_pyiceberg_rps": n.rps, "naive_appends": n.appends,
                              "p50_visibility_s": lt.p50_s, "p99_visibility_s": lt.p99_s, "max_visibility_s": lt.max_s,
@@ -853,16 +1320,20 @@ def main() -> None:  # noqa: C901 - one section per measurement
     rows = [
         ("records in the backlog", f"{f['records']:,}", f"{f['partitions']} partitions, pizza events"),
         ("produce", f"{f['produce_rps']:,.0f}/s", "generator -> broker (idempotent producer)"),
-        ("(a) raw consume", f"{f['raw_consume_rps']:,.0f}/s", "one confluent-kafka consumer, no parsing"),
-        ("(b) naive pyiceberg", f"{f['naive_pyiceberg_rps']:,.0f}/s",
-         f"json.loads + pyarrow + append every {f['interval_ms']} ms ({naive.appends} appends)"),
+        ("(a) raw consume of the backlog", f"{f['raw_consume_rps']:,.0f}/s",
+         "one confluent-kafka consumer, no parsing"),
+        ("drain: (b) naive pyiceberg", f"{f['naive_pyiceberg_rps']:,.0f}/s",
+         f"json.loads + pyarrow + append every {f['interval_ms']} ms ({naive.appends} appends, at "
+         + ", ".join(f"{t:.1f}" for t in naive.append_at_s) + " s)"),
         ("spark alone", f"{f['spark_alone_rps']:,.0f}/s",
          "JSON text files -> from_json -> zstd Parquet: no Kafka, no checks, no commit"),
-        ("(c) sinklab, 1 table", f"{f['sinklab_rps']:,.0f}/s",
-         f"{f['sinklab_vs_naive']:.1f}x naive, {f['sinklab_vs_raw']:.2f}x raw; {len(single.cycles)} cycle(s), "
-         f"{f['spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
-        ("(c) sinklab, fan-out to 3", f"{f['fanout_rps']:,.0f}/s",
-         f"{f['fanout_spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
+        ("drain: (c) sinklab, 1 table", f"{f['sinklab_rps']:,.0f}/s",
+         f"{f['sinklab_vs_naive']:.1f}x naive, {f['sinklab_vs_raw']:.2f}x raw; {len(single.cycles)} cycle(s) of "
+         + ", ".join(f"{c:.2f}" for c in f["sinklab_drain_cycle_s"])
+         + f" s, {f['spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
+        ("drain: (c) sinklab, fan-out to 3", f"{f['fanout_rps']:,.0f}/s",
+         f"{len(fanout.cycles)} cycle(s) of " + ", ".join(f"{c:.2f}" for c in f["fanout_drain_cycle_s"])
+         + f" s, {f['fanout_spark_jobs_per_cycle']:.0f} Spark jobs/cycle"),
         ("files per table commit", f"{f['files_per_table_commit']}", f"write tasks: {f['write_tasks']}"),
         ("auto-create", f"{f['auto_create_s']:.1f} s", "two sinks creating 1 + 3 tables from 2,000 events (cold JVM)"),
         ("first cycle", f"{f['first_cycle_s']:.1f} s", "a fresh JVM's first cycle, auto-creating its table"),
@@ -882,6 +1353,9 @@ def main() -> None:  # noqa: C901 - one section per measurement
          ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_process_mb"].items())),
     ]
     print_table(rows)
+    if sustained or ceiling is not None:
+        print()
+        print_table(_sustained_rows(contract, sustained, f))
     print("peak RSS by phase (MB): " + ", ".join(f"{k} {v:,.0f}" for k, v in f["peak_rss_by_phase_mb"].items()))
     if swept:
         print(f"\n{'interval ms':>11} {'naive rec/s':>12} {'appends':>8} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
@@ -1029,7 +1503,7 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
     rows = []
     if java.drain is not None:
         d = java.drain
-        rows.append(("(d) Java Iceberg sink", f"{d.rps:,.0f}/s",
+        rows.append(("drain: (d) Java Iceberg sink", f"{d.rps:,.0f}/s",
                      f"Kafka Connect, tasks.max={f['java_sink_tasks']}; sinklab is {f['sinklab_vs_java_sink']:.2f}x "
                      f"this; {d.commits} commit(s), {d.files_per_commit:.1f} files/commit "
                      f"(max {d.max_files_per_commit}); committed at "
@@ -1045,6 +1519,57 @@ def _java_rows(java: JavaResult, f: dict[str, Any]) -> list[tuple[str, str, str]
         causes = [line.strip() for line in lines if line.startswith("Caused by:")]
         rows.append(("(d) Java Iceberg sink", "not run" if java.drain is None else "failed",
                      lines[0][:200] + (f" ... {causes[-1][:200]}" if causes else "")))
+    return rows
+
+
+SUSTAINED_KEYS = ("sinklab", "fanout", "java_sink", "naive")
+
+
+def sustained_figures(contract: Contract, found: dict[str, Sustained], ceiling: paced_producer.PacedRun | None,
+                      payloads: Payloads | None) -> dict[str, Any]:
+    """The contract's figures for the JSON line: ``{key}_sustained_rps`` and ``_mbps_per_core`` beside
+    each (null for a sink not measured), the producer's ceiling, and every probe."""
+    cores = os.cpu_count() or 1
+
+    def per_core_mbps(rps: float | None) -> float | None:
+        return None if rps is None or payloads is None else rps * payloads.mean_bytes / 1e6 / cores
+
+    out: dict[str, Any] = {}
+    for key in SUSTAINED_KEYS:
+        rps = found[key].rps if key in found else None
+        out[f"{key}_sustained_rps"], out[f"{key}_sustained_mbps_per_core"] = rps, per_core_mbps(rps)
+    out["producer_ceiling_rps"] = ceiling.delivered_rps if ceiling else None
+    out["producer_ceiling_mbps_per_core"] = per_core_mbps(out["producer_ceiling_rps"])
+    out["sustained"] = {
+        "interval_ms": contract.interval_ms, "window_s": contract.seconds, "max_probes": contract.probes,
+        "lag_limit_intervals": contract.lag_intervals, "p99_limit_s": contract.p99_limit_s, "cores": cores,
+        "bytes_per_record": payloads.mean_bytes if payloads else None,
+        "top_rps": TOP_SHARE * ceiling.delivered_rps if ceiling else None,
+        "producer_bound": [k for k, r in found.items() if r.producer_bound],
+        "probes": {k: [{**asdict(p), "passed": p.passed} for p in r.probes] for k, r in found.items()},
+    }
+    return out
+
+
+def _sustained_rows(contract: Contract, found: dict[str, Sustained], f: dict[str, Any]) -> list[tuple[str, str, str]]:
+    cores = f["sustained"]["cores"]
+    rows = [(f"sustained rate, {cores} cores", "records/s",
+             f"kept up for {contract.seconds:.0f} s at a {contract.interval_ms:,} ms interval: lag at the close "
+             f"<= {contract.lag_intervals:g} intervals of records, p99 visibility <= {contract.p99_limit_s:g} s")]
+    if f["producer_ceiling_rps"] is not None:
+        rows.append(("producer ceiling", f"{f['producer_ceiling_rps']:,.0f}/s",
+                     f"{f['producer_ceiling_mbps_per_core']:.1f} MB/s per core; pre-encoded pizzas flat out for "
+                     f"{CEILING_S:.0f} s, no sink running; rates tried up to {f['sustained']['top_rps']:,.0f}/s"))
+    for key in SUSTAINED_KEYS:
+        if key not in found:
+            continue
+        r = found[key]
+        value = f"{r.rps:,.0f}/s" if r.rps is not None else "none"
+        figure = (f"{r.rps / cores:,.0f}/s and {f[f'{key}_sustained_mbps_per_core']:.1f} MB/s per core"
+                  + (" (the producer bound it)" if r.producer_bound else "") if r.rps is not None
+                  else "kept up with none of the rates tried")
+        rows.append((r.label, value, figure + "; tried " + "; ".join(
+            f"{p.rate:,.0f} {'yes' if p.passed else 'no'}" for p in r.probes)))
     return rows
 
 

@@ -280,9 +280,11 @@ def drain(stack: Stack, worker: ConnectWorker, name: str, topic: str, table_name
                      max(files, default=0), [c.published_ms / 1000 - started_wall for c in done])
 
 
-def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") -> tuple[np.ndarray, list[Commit]]:
-    """Seconds from each record's Kafka timestamp (``stamps``: key -> ms) to the publish of the
-    snapshot that added it, found by the record's key column in that snapshot's data files."""
+def record_visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id"
+                      ) -> tuple[np.ndarray, np.ndarray, list[Commit]]:
+    """Each record's Kafka timestamp (``stamps``: key -> ms) and the publish of the snapshot that
+    added it (ms; NaN for a record no commit holds yet), found by the record's key column in the
+    data files each snapshot added; and the commits."""
     done = commits(table)
     visible: dict[bytes, int] = {}
     for commit in done:
@@ -290,10 +292,19 @@ def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") ->
             with table.io.new_input(path).open() as f:
                 for k in pq.read_table(f, columns=[key]).column(key).to_pylist():
                     visible.setdefault(k.encode(), commit.published_ms)
-    missing = len(stamps.keys() - visible.keys())
+    produced = np.fromiter(stamps.values(), dtype=np.float64, count=len(stamps))
+    seen = np.fromiter((visible.get(k, np.nan) for k in stamps), dtype=np.float64, count=len(stamps))
+    return produced, seen, done
+
+
+def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") -> tuple[np.ndarray, list[Commit]]:
+    """Seconds from each record's Kafka timestamp (``stamps``: key -> ms) to the publish of the
+    snapshot that added it; every record must be in a commit."""
+    produced, visible, done = record_visibility(table, stamps, key)
+    missing = int(np.isnan(visible).sum())
     if missing:
         raise JavaSinkError(f"{missing:,} of {len(stamps):,} records are in no commit of {table.name()}")
-    return np.array([visible[k] - ts for k, ts in stamps.items()]) / 1000, done
+    return (visible - produced) / 1000, done
 
 
 def scratch_dir(stack: Stack) -> Path:

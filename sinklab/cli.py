@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from sinklab.exceptions import (
     EXIT_CHANGES,
@@ -16,7 +15,6 @@ from sinklab.exceptions import (
     EXIT_INTERRUPTED,
     EXIT_NEEDS_LOOK,
     EXIT_OK,
-    EXIT_USAGE,
     CliError,
     SinkError,
     SinklabError,
@@ -94,7 +92,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
 
 def _stack_up_compose(args: argparse.Namespace, path: Path) -> int:
     """Connect to compose.yaml's services; they are Docker's to start and stop, never sinklab's."""
-    from sinklab.stack.compose import ComposeNotRunning
+    from sinklab.exceptions import ComposeNotRunning
 
     if args.storage != "local":
         raise CliError("--compose connects to the compose stack as compose.yaml configures it (MinIO storage); "
@@ -278,8 +276,8 @@ def cmd_connect(args: argparse.Namespace) -> int:
                        "(apply, diff)")
     import logging
 
-    from sinklab.connect.store import StoreLocked
     from sinklab.connect.worker import run
+    from sinklab.exceptions import StoreLocked
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
@@ -337,16 +335,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # argparse's own status for a usage error is 2, which `connect diff` gives its "changes pending".
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="sinklab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                     epilog="exit status:\n" + "\n".join(f"  {code:3d}  {what}" for code, what in EXIT_CODES.items()))
+    parser = argparse.ArgumentParser(
+        prog="sinklab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit status:\n" + "\n".join(f"  {code:3d}  {what}" for code, what in EXIT_CODES.items()))
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="the pizza story on the embedded stack")

@@ -12,27 +12,27 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-# The command's exit statuses.
+# The command's exit statuses. 2 is argparse's for a wrong command line, as every Python command's.
 EXIT_OK = 0
 EXIT_ERROR = 1  # an error: sinklab's own in one line, an unexpected one with its traceback
-EXIT_CHANGES = 2  # `connect diff`: applying the folder would change the server
+EXIT_USAGE = 2  # the command line is wrong (argparse)
 EXIT_NEEDS_LOOK = 3  # `stack status` / `sink status`: a process stopped, a sink FAILED
-EXIT_BAD_RECORD = 4  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
-EXIT_FENCED = 5  # a newer instance of the sink took over
-EXIT_UNAVAILABLE = 6  # a service was away or too slow (Kafka, the catalog, storage): run again later
-EXIT_USAGE = 64  # the command line itself is wrong (sysexits' EX_USAGE)
+EXIT_CHANGES = 4  # `connect diff`: applying the folder would change the server
+EXIT_BAD_RECORD = 5  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
+EXIT_FENCED = 6  # a newer instance of the sink took over
+EXIT_UNAVAILABLE = 7  # a service was away or too slow (Kafka, the catalog, storage): run again later
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
     EXIT_OK: "done",
     EXIT_ERROR: "an error: configuration, input, the stack, a sink that stopped (one line), or one sinklab did not "
                 "expect (with its traceback)",
-    EXIT_CHANGES: "connect diff: applying the folder would change the server",
+    EXIT_USAGE: "the command line is wrong",
     EXIT_NEEDS_LOOK: "stack status / sink status: something stopped or FAILED",
+    EXIT_CHANGES: "connect diff: applying the folder would change the server",
     EXIT_BAD_RECORD: "a record the sink cannot write (errors.tolerance=none); nothing of its cycle was committed",
     EXIT_FENCED: "a newer instance of the sink took over",
     EXIT_UNAVAILABLE: "Kafka, the catalog or storage was away or too slow; run again later",
-    EXIT_USAGE: "the command line is wrong",
     EXIT_INTERRUPTED: "interrupted",
 }
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from helpers import once, produce_raw, run_cli, sink_config
 
+from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink
 from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.config import ConfigError
 from sinklab.stack import Stack
 from sinklab.viz import frames
 

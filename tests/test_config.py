@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sinklab.demo import SEED_CONFIG
-from sinklab.sink.config import ConfigError, from_connect, load_config
+from sinklab.exceptions import ConfigError
+from sinklab.sink.config import from_connect, load_config
 
 
 def test_seed_config_loads_verbatim() -> None:

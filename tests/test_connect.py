@@ -28,7 +28,7 @@ from sinklab.connect.herder import Herder
 from sinklab.connect.server import ConnectApi
 from sinklab.connect.store import ConnectorStore
 from sinklab.demo import SEED_CONFIG
-from sinklab.exceptions import ApplyError, BadRequest, Conflict, NotFound, StoreLocked
+from sinklab.exceptions import EXIT_CHANGES, ApplyError, BadRequest, Conflict, NotFound, StoreLocked
 from sinklab.generators import PaymentGenerator, produce_json
 from sinklab.sink.config import SinkConfig
 from sinklab.sink.offsets import TopicPartition
@@ -471,7 +471,7 @@ def test_apply_diff_several_connectors_delete(stack: Stack, url: str, tmp_path: 
     produce_json(stack.bootstrap_servers, "payments", PaymentGenerator(seed=5).events(200), key_field="id")
 
     diff = run_cli("connect", "diff", str(folder), "--stack", str(stack_file))
-    assert diff.returncode == 2, diff.stderr
+    assert diff.returncode == EXIT_CHANGES, diff.stderr
     assert "+ payments" in diff.stdout and "= pizzas-on-ice" in diff.stdout and "  late" in diff.stdout
     applied = run_cli("connect", "apply", str(folder), "--url", url)
     assert applied.returncode == 0, applied.stderr
@@ -491,7 +491,8 @@ def test_apply_diff_several_connectors_delete(stack: Stack, url: str, tmp_path: 
     payments["config"]["iceberg.control.commit.interval-ms"] = 1000
     (folder / "payments.json").write_text(json.dumps(payments))
     changed = run_cli("connect", "diff", str(folder), "--url", url, "--prune")
-    assert changed.returncode == 2 and "~ iceberg.control.commit.interval-ms: '500' -> '1000'" in changed.stdout
+    assert changed.returncode == EXIT_CHANGES
+    assert "~ iceberg.control.commit.interval-ms: '500' -> '1000'" in changed.stdout
     assert "- late" in changed.stdout
     pruned = run_cli("connect", "apply", str(folder), "--url", url, "--prune")
     assert pruned.returncode == 0 and "deleted    late" in pruned.stdout and "updated    payments" in pruned.stdout

@@ -19,9 +19,9 @@ from confluent_kafka.admin import ConfigResource
 from helpers import order_ids, produce, sink_config
 from test_broker import consume_all
 
+from sinklab.exceptions import KafkaUnavailable
 from sinklab.sink import IcebergSink
 from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.errors import KafkaUnavailable
 from sinklab.stack import Stack, StackInfo, stop_recorded
 from sinklab.stack.process import pid_alive
 

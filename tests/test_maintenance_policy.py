@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from sinklab.exceptions import ConfigError
 from sinklab.maintenance import schedule
 from sinklab.maintenance.policy import parse_duration, parse_policy
 from sinklab.maintenance.retention import Ref, Snap, expiry_cutoff, recovery_snapshots, stale_stages, unreachable
 from sinklab.sink import IcebergSink
-from sinklab.sink.config import ConfigError, load_config
+from sinklab.sink.config import load_config
 from sinklab.sink.write import stage_name
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from sinklab.exceptions import CycleTooLarge, RemoteSinkError
 from sinklab.sink import ConfigError, RecordError
 from sinklab.sink.coordinator import CycleResult
-from sinklab.sink.errors import CycleTooLarge
-from sinklab.sink.remote import RemoteSinkError, error_from_json, error_json, result_from_json, result_json
+from sinklab.sink.remote import error_from_json, error_json, result_from_json, result_json
 from sinklab.sink.write import Staged
 
 

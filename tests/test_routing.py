@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from helpers import run_cli, sink_config, sink_snapshots
 
+from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, read_control_log
 from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.config import ConfigError
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

@@ -14,11 +14,12 @@ import boto3
 import pytest
 import requests
 
+from sinklab.exceptions import S3NotAvailable
 from sinklab.generators import pizza_events, produce_json
 from sinklab.sink import IcebergSink
 from sinklab.stack import SparkSettings, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.process import pid_alive
-from sinklab.stack.s3 import DEFAULT_BUCKET, S3NotAvailable
+from sinklab.stack.s3 import DEFAULT_BUCKET
 from sinklab.stack.spark import S3_FILE_IO, spark_jars
 
 

@@ -13,9 +13,10 @@ import pytest
 import requests
 from helpers import produce, produce_raw, run_cli
 
+from sinklab.exceptions import ProcessError
 from sinklab.sink import IcebergSink, RecordError, RemoteSinkError, open_sink
 from sinklab.stack import Stack, StackInfo, stop_recorded
-from sinklab.stack.process import ProcessError, pid_alive
+from sinklab.stack.process import pid_alive
 
 CLIENT = Path(__file__).with_name("spark_connect_client.py")
 COUNT = 300

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
+from sinklab.exceptions import TransformError
 from sinklab.sink.evolve import plan_changes
-from sinklab.sink.transforms import Debezium, KafkaMetadata, Meta, TransformError, debezium, flatten, kafka_metadata
+from sinklab.sink.transforms import Debezium, KafkaMetadata, Meta, debezium, flatten, kafka_metadata
 
 META = Meta(topic="t", partition=1, offset=42, timestamp=1700000000000, key="k1")
 

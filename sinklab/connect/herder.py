@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
-from sinklab.exceptions import BadRequest, Conflict, NotFound
+from sinklab.exceptions import BadRequest, ConfigError, Conflict, NotFound
 from sinklab.maintenance import schedule
-from sinklab.sink.config import ConfigError, SinkConfig, load_config
+from sinklab.sink.config import SinkConfig, load_config
 from sinklab.sink.keys import CONNECTOR_CLASS, NAME, TASKS_MAX, TASKS_MAX_DEFAULT
 from sinklab.sink.sink import SinkStatus
 

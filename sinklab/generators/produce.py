@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
-from sinklab.exceptions import DeliveryError
-from sinklab.generators.spec import RateSpec, SpecError
+from sinklab.exceptions import DeliveryError, SpecError
+from sinklab.generators.spec import RateSpec
 
 if TYPE_CHECKING:
     from confluent_kafka import Message, Producer

@@ -11,6 +11,7 @@ its config's ``sinklab.maintenance.*`` keys when given the hook ``schedule(confi
 
 from __future__ import annotations
 
+from sinklab.exceptions import PolicyError
 from sinklab.maintenance.operations import (
     DEFAULT_EXPIRE_MS,
     DEFAULT_ORPHAN_MS,
@@ -22,7 +23,7 @@ from sinklab.maintenance.operations import (
     maintain,
     rewrite_manifests,
 )
-from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_duration, parse_policy
+from sinklab.maintenance.policy import MaintenancePolicy, parse_duration, parse_policy
 from sinklab.maintenance.schedule import Scheduler, schedule
 
 __all__ = ["DEFAULT_EXPIRE_MS", "DEFAULT_ORPHAN_MS", "MaintenancePolicy", "PolicyError", "Report", "Scheduler",

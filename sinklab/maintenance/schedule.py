@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sinklab.exceptions import ConfigError, PolicyError
 from sinklab.maintenance.operations import (
     Report,
     Target,
@@ -21,8 +22,8 @@ from sinklab.maintenance.operations import (
     small_files,
     target_file_size,
 )
-from sinklab.maintenance.policy import MaintenancePolicy, PolicyError, parse_policy
-from sinklab.sink.config import ConfigError, SinkConfig
+from sinklab.maintenance.policy import MaintenancePolicy, parse_policy
+from sinklab.sink.config import SinkConfig
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

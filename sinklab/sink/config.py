@@ -14,7 +14,6 @@ from sinklab.exceptions import ConfigError
 from sinklab.sink import keys
 from sinklab.sink.avro import AVRO_CONVERTER
 from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.keys import CATALOG_CONNECTION_KEYS as CATALOG_CONNECTION_KEYS  # sink.py imports it from here
 from sinklab.sink.keys import Key
 from sinklab.sink.registry import Format, RegistrySettings, strategy_name
 from sinklab.sink.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform

@@ -233,10 +233,9 @@ def log_frame(events: Iterable[ControlEvent]) -> pd.DataFrame:
 
 
 def read_control_log(bootstrap_servers: str, topic: str = CONTROL_TOPIC, sink: str | None = None,
-                     timeout: float = 120.0) -> pd.DataFrame:
-    """Every committed event on the control topic (of one sink), one row per event (``log_frame``).
-    Waits on an open transaction for up to ``timeout`` s without progress, then raises TimeoutError:
-    a sink mid-commit ends its transaction within its commit timeout, one a killed sink left open is
-    aborted by the broker after the sink's transaction.timeout.ms (at least 60 s)."""
+                     timeout: float = 10.0, idle_s: float = 1.0) -> pd.DataFrame:
+    """Every event committed on the control topic (of one sink) by the time nothing new arrives for
+    ``idle_s``, one row per event (``log_frame``). It does not wait out an open transaction: one that a
+    killed sink left stays open until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
     with TopicReader(bootstrap_servers, topic) as reader:
-        return log_frame([e for batch in reader.read(timeout=timeout) for e in events_of(batch, sink)])
+        return log_frame([e for batch in reader.read(timeout=timeout, idle_s=idle_s) for e in events_of(batch, sink)])

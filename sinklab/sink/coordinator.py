@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sinklab.exceptions import CommitContended, CommitTimeout
-from sinklab.sink import control
+from sinklab.sink import control, keys
 from sinklab.sink import offsets as off
 from sinklab.sink.channel import Channel
 from sinklab.sink.plan import Plan, Planner
@@ -104,7 +104,7 @@ class Coordinator:
             elapsed_ms = (time.monotonic() - began) * 1000
             if elapsed_ms > self.config.commit_timeout_ms:
                 raise CommitTimeout(
-                    f"sink {name}: table commits took {elapsed_ms:.0f} ms, more than iceberg.control.commit.timeout-ms="
+                    f"sink {name}: table commits took {elapsed_ms:.0f} ms, more than {keys.COMMIT_TIMEOUT_MS}="
                     f"{self.config.commit_timeout_ms}; the Kafka transaction is aborted and the next cycle resumes "
                     f"from the tables' recorded offsets", sink=name)
             result = CycleResult(cycle.commit_id, cycle.counters["records"], published, cycle.plan.ends, cycle.vtts_ms,

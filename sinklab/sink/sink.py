@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 
 from sinklab.exceptions import ConfigError, CycleTooLarge
-from sinklab.sink.config import CATALOG_CONNECTION_KEYS, SinkConfig, load_config
+from sinklab.sink import keys
+from sinklab.sink.config import SinkConfig, load_config
 from sinklab.sink.errors import jvm_gone, out_of_memory, text_of, transient
 from sinklab.sink.offsets import Lag, TopicPartition
 from sinklab.sink.pace import Cost, LagTarget, due
@@ -118,15 +119,15 @@ class IcebergSink:
             from sinklab.sink.coordinator import Coordinator
             from sinklab.stack.spark import SINK_SESSION_CONF
 
-            ignored = sorted(k for k in self.config.catalog_properties if k in CATALOG_CONNECTION_KEYS)
+            ignored = sorted(keys.CATALOG_PREFIX + k for k in self.config.catalog_properties
+                             if k in keys.CATALOG_CONNECTION_KEYS)
             if ignored:
-                log.info("config: iceberg.catalog.%s replaced by the stack's catalog",
-                         ", iceberg.catalog.".join(ignored))
+                log.info("config: %s replaced by the stack's catalog", ", ".join(ignored))
             stack_registry = self.stack.info.schema_registry_url
             for side, framed in (("value", self.config.value_registry), ("key", self.config.key_registry)):
                 if framed is not None and not framed.registry_url and stack_registry:
                     framed.registry_url = stack_registry
-                    log.info("config: %s.converter.schema.registry.url not set: the stack's registry %s", side,
+                    log.info("config: %s not set: the stack's registry %s", keys.converter_key(side, keys.REGISTRY_URL),
                              stack_registry)
             # The sink's own session: its staging settings must never leak into the user's queries.
             spark = self.stack.driver(f"the sink {self.config.name}").newSession()
@@ -184,7 +185,7 @@ class IcebergSink:
         memory = settings.conf.get("spark.driver.memory", settings.driver_memory)
         return CycleTooLarge(
             f"sink {self.config.name}: a cycle of {records} did not fit in Spark's memory (driver memory {memory}); "
-            f"set sinklab.cycle.max-records (now {self.config.max_records_per_cycle:,}) lower so that each cycle "
+            f"set {keys.CYCLE_MAX_RECORDS} (now {self.config.max_records_per_cycle:,}) lower so that each cycle "
             f"takes fewer records, or give Spark more memory (spark.driver.memory, spark.executor.memory)")
 
     def _attempt(self) -> tuple[bool, CycleResult | None]:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError, RecordError, TableMissing, TableUnfit
-from sinklab.sink import dlq, route
+from sinklab.sink import dlq, keys, route
 from sinklab.sink import offsets as off
 from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, ROUTE, SCHEMA_ID
 from sinklab.sink.convert import (
@@ -376,7 +376,7 @@ class Stager:
         c = self.config
         if not state.exists:
             if not c.auto_create:
-                raise TableMissing(f"table {state.name} does not exist and iceberg.tables.auto-create-enabled is "
+                raise TableMissing(f"table {state.name} does not exist and {keys.TABLES_AUTO_CREATE_ENABLED} is "
                                    f"false (sink {c.name})", sink=c.name, table=state.name)
             self._create(state.name, records)
             state = load(state.name)
@@ -386,7 +386,7 @@ class Stager:
         assert state.table is not None
         ensure_wap(state.table, ROW_LEVEL_PROPS if c.row_level else {})
         if c.row_level and state.table.format_version < 2:
-            raise TableUnfit("iceberg.tables.upsert-mode-enabled" if c.upsert_mode else "iceberg.tables.cdc-field",
+            raise TableUnfit(keys.TABLES_UPSERT_MODE_ENABLED if c.upsert_mode else keys.TABLES_CDC_FIELD,
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
                              f"version 2 (it is {state.table.format_version}); upgrade it with ALTER TABLE ... SET "
                              f"TBLPROPERTIES ('format-version'='2')", table=state.name, sink=c.name)
@@ -394,7 +394,7 @@ class Stager:
         schema = self.spark.table(target).schema
         whole = c.variant_value
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
-            raise TableUnfit("sinklab.tables.variant-value", f"table {state.name} has no VARIANT column {whole} "
+            raise TableUnfit(keys.VARIANT_VALUE, f"table {state.name} has no VARIANT column {whole} "
                              f"(columns: {', '.join(schema.fieldNames())})", table=state.name, sink=c.name)
         fields: Observed | None = None
         # A whole value in one VARIANT has no fields to evolve: that is the point of it.
@@ -468,8 +468,8 @@ class Stager:
         if not ids and state.table is not None:
             ids = list(state.table.schema().identifier_field_names())
         if not ids:
-            raise TableUnfit("iceberg.tables.default-id-columns", f"table {state.name} has no identifier fields; "
-                             f"upsert/CDC needs id columns (iceberg.table.{state.name}.id-columns)",
+            raise TableUnfit(keys.TABLES_DEFAULT_ID_COLUMNS, f"table {state.name} has no identifier fields; upsert/"
+                             f"CDC needs id columns ({keys.table_key(state.name, keys.ID_COLUMNS)})",
                              table=state.name, sink=self.config.name)
         return ids
 
@@ -511,7 +511,7 @@ def _decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -
     if settings is None:
         return None
     if not settings.registry_url:
-        raise ConfigError(f"{side}.converter.schema.registry.url", "the converter needs the schema registry's URL "
+        raise ConfigError(keys.converter_key(side, keys.REGISTRY_URL), "the converter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
     return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
                          settings.subject_strategy, side)

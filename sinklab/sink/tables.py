@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError
+from sinklab.sink import keys
 from sinklab.sink.config import PartitionField
 from sinklab.sink.offsets import Offsets, from_property
 
@@ -248,7 +249,7 @@ def create_table(spark: SparkSession, catalog_name: str, name: str, schema: T.St
     ``ids`` become required identifier fields (row identity for upsert and CDC)."""
     missing = [c for c in ids or [] if c not in schema.fieldNames()]
     if missing:
-        raise ConfigError("iceberg.tables.default-id-columns", f"table {name}: id column(s) {', '.join(missing)} "
+        raise ConfigError(keys.TABLES_DEFAULT_ID_COLUMNS, f"table {name}: id column(s) {', '.join(missing)} "
                           f"are not in the records (columns: {', '.join(schema.fieldNames())})")
     schema = T.StructType([T.StructField(f.name, f.dataType, f.nullable and f.name not in (ids or []))
                            for f in schema.fields])

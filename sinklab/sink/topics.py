@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from confluent_kafka import Message
 
 POLL_S = 0.1  # one consume call's longest wait: the idle and timeout clocks keep to within it
+# A partition assigned afresh has no position until its first fetch answers, which took over 0.1 s on an
+# idle machine (measured) and longer on a busy one: the idle clock starts then, or after this long.
+FIRST_FETCH_S = 2.0
 
 Key = tuple[str, int]  # (topic, partition), as plain tuples: what a message or a position gives
 
@@ -59,6 +62,7 @@ class TopicReader:
         self._consumer.incremental_assign([KafkaPartition(t, p, self._next[(t, p)]) for t, p in active])
         try:
             moved_at = time.monotonic()
+            idle_from = moved_at + FIRST_FETCH_S  # until a fetch answers
             while active:
                 messages = [m for m in self._consumer.consume(batch, timeout=POLL_S) if m.error() is None]
                 # Where each partition got to, from its position rather than message by message (there may
@@ -67,6 +71,8 @@ class TopicReader:
                 moved, past = False, {}
                 for found in self._consumer.position([KafkaPartition(t, p) for t, p in active]):
                     key, end = (found.topic, found.partition), active[(found.topic, found.partition)]
+                    if found.offset >= 0:
+                        idle_from = min(idle_from, moved_at)
                     if found.offset > end:
                         past[key] = end
                     if min(found.offset, end) > self._next[key]:
@@ -82,8 +88,8 @@ class TopicReader:
                     yield messages
                 now = time.monotonic()
                 if moved:
-                    moved_at = now
-                elif idle_s is not None and now - moved_at >= idle_s:
+                    moved_at = idle_from = now
+                elif idle_s is not None and now - idle_from >= idle_s:
                     return
                 elif now - moved_at >= timeout:
                     raise TimeoutError(f"no progress for {timeout:g} s reading " + ", ".join(

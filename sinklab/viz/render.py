@@ -76,11 +76,6 @@ class OfflineRenderer(MimetypeRenderer):
         return bundle
 
 
-def mimebundle(fig: Any) -> dict[str, Any]:
-    """What a notebook output of ``fig`` carries (for ``IPython.display.display(..., raw=True)``)."""
-    return OfflineRenderer().to_mimebundle(fig.to_plotly_json())
-
-
 def use() -> None:
     """Make every plotly figure shown in this kernel carry its PNG (``import sinklab.viz`` does it)."""
     pio.renderers[NAME] = OfflineRenderer()
