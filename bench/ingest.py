@@ -850,6 +850,10 @@ class RateSink:
         """Every record's Kafka timestamp and when it became readable (epoch ms; NaN: not yet)."""
         raise NotImplementedError
 
+    def cycle_s(self) -> list[float]:
+        """The durations of the probe's commit cycles, where the sink reports them."""
+        return []
+
 
 class SinklabRate(RateSink):
     """sinklab into one table, or fanned out to three on the sauce (as ``FANOUT``), exactly-once."""
@@ -888,6 +892,10 @@ class SinklabRate(RateSink):
 
     def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
         return offsets_latency(self.stack, list(self.tables), self.name, topic)
+
+    def cycle_s(self) -> list[float]:
+        done = completed_cycles(self.stack, self.name)
+        return [d / 1000 for d in done["duration_ms"].iloc[1:]]  # not the priming cycle
 
 
 class NaiveRate(RateSink):
@@ -986,6 +994,7 @@ class Probe:
     p99_s: float | None
     why: str  # what failed; empty: it kept up
     seconds: float  # the probe's wall time, setup and analysis included
+    cycle_s: list[float] = field(default_factory=list)  # sinklab's cycle durations
 
     @property
     def passed(self) -> bool:
@@ -1050,7 +1059,7 @@ def keep_up(stack: Stack, sink: RateSink, contract: Contract, payloads: Payloads
     if p99 is not None and p99 > contract.p99_limit_s:
         why.append(f"p99 {p99:.1f} s > {contract.p99_limit_s:.0f} s")
     return Probe(rate, run.produced, run.rps, run.behind_s, lag_end, contract.lag_limit(rate), committed_rps,
-                 commits, p50, p99, "; ".join(why), time.monotonic() - began)
+                 commits, p50, p99, "; ".join(why), time.monotonic() - began, sink.cycle_s())
 
 
 @dataclass
@@ -1106,8 +1115,9 @@ def sustained_rate(stack: Stack, sink: RateSink, contract: Contract, payloads: P
 def describe_probe(p: Probe) -> str:
     verdict = "kept up" if p.passed else f"no ({p.why})"
     tail = f", p50 / p99 {p.p50_s:.1f} / {p.p99_s:.1f} s" if p.p99_s is not None else ""
-    return (f"{p.rate:,.0f}/s: {verdict}; lag at the close {p.lag_end:,}{tail}, committed {p.committed_rps:,.0f}/s "
-            f"in {p.commits} commits ({p.seconds:.0f} s)")
+    cycles = (f"; cycles {statistics.mean(p.cycle_s):.1f} s mean, {max(p.cycle_s):.1f} s max" if p.cycle_s else "")
+    return (f"{p.rate:,.0f}/s: {verdict}; lag at the close {p.lag_end:,}{tail}; committed {p.committed_rps:,.0f}/s "
+            f"in {p.commits} commit(s) inside the window{cycles} ({p.seconds:.0f} s)")
 
 
 def java_seed(drain: java_sink.JavaDrain, interval_ms: int) -> float:

@@ -1,8 +1,8 @@
 """The working columns a cycle adds beside Kafka's own (``META``) while it converts and routes records:
 named here once, for every step that reads or writes them (``convert``, ``transforms``, ``route``, the
-dead-letter queue, the coordinator)."""
+dead-letter queue, the stage step)."""
 
-ERROR = "_sinklab_error"
+ERROR = "_sinklab_error"  # a bad record's error, "kind: detail" (sinklab.exceptions.record_error_kind)
 ROUTE = "_sinklab_route"
 OP = "_sinklab_op"
 PARSED = "_sinklab_parsed"

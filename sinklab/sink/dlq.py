@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sinklab.exceptions import record_error_kind
 from sinklab.sink.columns import ERROR, META
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class DeadLetter:
 
     @property
     def kind(self) -> str:
-        return self.reason.split(":", 1)[0]
+        return record_error_kind(self.reason)
 
     def context(self, sink: str) -> list[tuple[str, bytes]]:
         out = [
