@@ -1075,6 +1075,12 @@ class Sustained:
         """It kept up with the highest rate tried: the producer, not the sink, set the figure."""
         return self.rps is not None and self.rps >= self.top * 0.99
 
+    @property
+    def below(self) -> float | None:
+        """The lowest rate above ``rps`` it did not keep up with: the figure lies between the two."""
+        return min((p.rate for p in self.probes if not p.passed and (self.rps is None or p.rate > self.rps)),
+                   default=None)
+
 
 def round_rate(rate: float) -> float:
     return float(f"{rate:.2g}")
@@ -1556,6 +1562,7 @@ def sustained_figures(contract: Contract, found: dict[str, Sustained], ceiling: 
         "bytes_per_record": payloads.mean_bytes if payloads else None,
         "top_rps": TOP_SHARE * ceiling.delivered_rps if ceiling else None,
         "producer_bound": [k for k, r in found.items() if r.producer_bound],
+        "failed_above": {k: r.below for k, r in found.items()},
         "probes": {k: [{**asdict(p), "passed": p.passed} for p in r.probes] for k, r in found.items()},
     }
     return out
@@ -1578,7 +1585,8 @@ def _sustained_rows(contract: Contract, found: dict[str, Sustained], f: dict[str
         figure = (f"{r.rps / cores:,.0f}/s and {f[f'{key}_sustained_mbps_per_core']:.1f} MB/s per core"
                   + (" (the producer bound it)" if r.producer_bound else "") if r.rps is not None
                   else "kept up with none of the rates tried")
-        rows.append((r.label, value, figure + "; tried " + "; ".join(
+        bracket = f" (not {r.below:,.0f})" if r.below is not None else ""
+        rows.append((r.label, value, figure + bracket + "; tried " + ", ".join(
             f"{p.rate:,.0f} {'yes' if p.passed else 'no'}" for p in r.probes)))
     return rows
 

@@ -239,7 +239,8 @@ def test_a_read_ends_at_the_high_watermark_even_on_a_transaction_marker(broker: 
     with TopicReader("kafka:9092", "t") as reader:
         assert sorted(offsets_read(reader, timeout=5)) == [("t", 0, 0), ("t", 0, 1), ("t", 1, 0), ("t", 1, 2)]
         assert broker.now < 1  # it ended on the positions, not on a timeout
-        assert reader._consumer.fetch == {}  # every partition let go once done
+        # Done partitions stay assigned at their end (the next read continues there, markers and all).
+        assert reader._consumer.fetch == {("t", 0): 3, ("t", 1): 4}
 
 
 def test_a_read_stops_at_until_and_the_next_read_continues_there(broker: Broker) -> None:

@@ -48,18 +48,28 @@ class TopicReader:
             # Assigned at its low watermark, a partition that retention trimmed since starts at the new one.
             "auto.offset.reset": "earliest", **conf})
         self._next: dict[Key, int] = {}  # per partition, the offset its next read starts at
+        # Partitions stay assigned from one read to the next (without ``until``): a partition assigned
+        # afresh at a transaction marker has no position until a message follows it, so a read would
+        # never see it done; and a consumer kept assigned has fetched what arrived since (measured: the
+        # dashboard's refresh fell behind its sink with a fresh assignment per read).
+        self._assigned: set[Key] = set()
 
     def read(self, until: Offsets | None = None, *, timeout: float = 10.0, idle_s: float | None = None,
              batch: int = 1000, missing_ok: bool = True) -> Iterator[list[Message]]:
         """Batches of the messages from where the last read stopped to each partition's end (the high
         watermark now, or ``until`` where that is lower); what lies past the end is left for a later read.
-        A topic that does not exist has nothing to read, or raises ValueError unless ``missing_ok``."""
+        A topic that does not exist has nothing to read, or raises ValueError unless ``missing_ok``.
+        Without ``until``, messages that arrived meanwhile come with the last batches."""
         from confluent_kafka import TopicPartition as KafkaPartition
 
         active = {key: end for key, end in self._ends(until, timeout, missing_ok).items() if self._next[key] < end}
         if not active:
             return
-        self._consumer.incremental_assign([KafkaPartition(t, p, self._next[(t, p)]) for t, p in active])
+        new = [key for key in active if key not in self._assigned]
+        if new:
+            self._consumer.incremental_assign([KafkaPartition(t, p, self._next[(t, p)]) for t, p in new])
+            self._assigned.update(new)
+        cut = until is not None
         try:
             moved_at = time.monotonic()
             idle_from = moved_at + FIRST_FETCH_S  # until a fetch answers
@@ -73,15 +83,17 @@ class TopicReader:
                     key, end = (found.topic, found.partition), active[(found.topic, found.partition)]
                     if found.offset >= 0:
                         idle_from = min(idle_from, moved_at)
-                    if found.offset > end:
+                    if cut and found.offset > end:
                         past[key] = end
-                    if min(found.offset, end) > self._next[key]:
-                        self._next[key], moved = min(found.offset, end), True
-                if past:  # what lies past a partition's end is the next read's
+                    reached = min(found.offset, end) if cut else found.offset
+                    if reached > self._next[key]:
+                        self._next[key], moved = reached, True
+                if past:  # what lies past ``until`` is not this read's
                     messages = [m for m in messages if m.offset() < past.get((m.topic(), m.partition()), math.inf)]
                 done = [key for key, end in active.items() if self._next[key] >= end]
                 if done:
-                    self._consumer.incremental_unassign([KafkaPartition(t, p) for t, p in done])
+                    if cut:
+                        self._unassign(done)
                     for key in done:
                         del active[key]
                 if messages:
@@ -95,8 +107,14 @@ class TopicReader:
                     raise TimeoutError(f"no progress for {timeout:g} s reading " + ", ".join(
                         f"{TopicPartition(*key)} (at {self._next[key]}, end {end})" for key, end in active.items()))
         finally:
-            if active and self._consumer is not None:  # the next read assigns them again where they stopped
-                self._consumer.incremental_unassign([KafkaPartition(t, p) for t, p in active])
+            if cut and active and self._consumer is not None:  # the next read assigns them again where they stopped
+                self._unassign(list(active))
+
+    def _unassign(self, keys: list[Key]) -> None:
+        from confluent_kafka import TopicPartition as KafkaPartition
+
+        self._consumer.incremental_unassign([KafkaPartition(t, p) for t, p in keys])
+        self._assigned.difference_update(keys)
 
     def _ends(self, until: Offsets | None, timeout: float, missing_ok: bool) -> dict[Key, int]:
         from confluent_kafka import TopicPartition as KafkaPartition

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sinklab.exceptions import ProcessError
+from sinklab.exceptions import ComposeNotRunning, ProcessError
 from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
@@ -262,7 +262,7 @@ class Stack:
         if check:
             problems = c.unreachable(endpoints)
             if problems:
-                raise c.ComposeNotRunning(
+                raise ComposeNotRunning(
                     "the compose stack does not answer:\n  " + "\n  ".join(problems)
                     + "\nstart it with `docker compose up -d --wait` in the sinklab checkout (needs a Docker engine)"
                 )
