@@ -1592,7 +1592,9 @@ def _sustained_rows(contract: Contract, found: dict[str, Sustained], f: dict[str
         figure = (f"{r.rps / cores:,.0f}/s and {f[f'{key}_sustained_mbps_per_core']:.1f} MB/s per core"
                   + (" (the producer bound it)" if r.producer_bound else "") if r.rps is not None
                   else "kept up with none of the rates tried")
-        bracket = f" (not {r.below:,.0f})" if r.below is not None else ""
+        bracket = (f" (not {r.below:,.0f})" if r.below is not None
+                   else " (a lower bound: every rate tried held)" if r.rps is not None and not r.producer_bound
+                   else "")
         rows.append((r.label, value, figure + bracket + "; tried " + ", ".join(
             f"{p.rate:,.0f} {'yes' if p.passed else 'no'}" for p in r.probes)))
     return rows
