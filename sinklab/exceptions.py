@@ -245,3 +245,14 @@ class ApplyError(SinklabError, RuntimeError):
 
 class StoreLocked(SinklabError, RuntimeError):  # noqa: N818 - reads better at the raise site
     """Another Connect server owns this state folder."""
+
+
+# ---- the planner
+class TargetUnreachable(SinklabError, ValueError):  # noqa: N818 - reads better at the raise site
+    """No commit interval meets a latency target on this stack: ``best_s`` is the lowest worst-case
+    latency any interval gives (at ``interval_s``, with cycles of ``cycle_s``)."""
+
+    def __init__(self, target_s: float, *, best_s: float, interval_s: float, cycle_s: float):
+        super().__init__(f"no interval meets {target_s:g} s here: the best is {best_s:.2f} s "
+                         f"(interval {interval_s:.2f} s, cycles of {cycle_s:.2f} s)")
+        self.target_s, self.best_s, self.interval_s, self.cycle_s = target_s, best_s, interval_s, cycle_s

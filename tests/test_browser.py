@@ -29,6 +29,7 @@ pytestmark = pytest.mark.spark
 OUTPUT = Path(__file__).resolve().parent.parent / ".sinklab" / "test-output" / "browser"
 # Points of the dashboard's live figure: plotly draws each marker as a path.point.
 POINTS = ".jp-OutputArea-output .js-plotly-plot .scatterlayer path.point"
+SEEN = "seen"  # the file the test writes in the notebook's folder once it saw the dashboard move
 
 CELLS = [
     """from sinklab import viz
@@ -47,8 +48,15 @@ sink.run_once()  # Spark's warm-up, before the dashboard""",
 dashboard = viz.Dashboard(sink, every_s=1.0)
 dashboard.start()
 dashboard""",
-    """run = PizzaGenerator(seed=2).produce(stack, "pizzas", count=3000, rate=200, partitions=2)
-run.wait()
+    """import pathlib, time
+# The stream runs until the test has seen the dashboard move (it writes a file), at most 5 minutes: on a
+# busy machine the browser draws the first figure late, after a stream of fixed length may have ended.
+run = PizzaGenerator(seed=2).produce(stack, "pizzas", count=60_000, rate=200, partitions=2)
+deadline = time.monotonic() + 300
+while not pathlib.Path(SEEN_FILE).exists() and not run.done and time.monotonic() < deadline:
+    time.sleep(0.5)
+run.stop()
+run.raise_for_errors()
 viz.wait_caught_up(sink)
 sink.stop()
 dashboard.stop()
@@ -67,9 +75,11 @@ def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     workdir = tmp_path / "stack"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python (sinklab)", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(c.replace("WORKDIR", repr(str(workdir)))) for c in CELLS]
     root = tmp_path / "lab"
     root.mkdir()
+    seen = repr(str(root / SEEN))
+    nb.cells = [nbformat.v4.new_code_cell(c.replace("WORKDIR", repr(str(workdir))).replace("SEEN_FILE", seen))
+                for c in CELLS]
     nbformat.write(nb, root / "dashboard.ipynb")
     port, token = free_port(), secrets.token_hex(16)
     log = (tmp_path / "jupyterlab.log").open("w")
@@ -141,7 +151,10 @@ def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
                 time.sleep(2)
                 counts.append(page.locator(POINTS).count())
             shot(page, "dashboard-moving")
-            assert counts[-1] > counts[0] + 2, f"the dashboard gained no points: {counts}"
+            # On failure, what the page says: the figure's title carries the sink's state, cycles and lag.
+            said = page.locator(".jp-OutputArea-output .gtitle, .jp-OutputArea-output pre").all_text_contents()
+            assert counts[-1] > counts[0] + 2, f"the dashboard gained no points: {counts}; the page says {said}"
+            (notebook.parent / SEEN).touch()  # the notebook's stream may end now
 
             # Stopped: the live view refreshed once more, and the final state shows where it stopped...
             page.locator(".jp-OutputArea-output pre", has_text="DONE").wait_for(timeout=180_000)

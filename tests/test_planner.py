@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from sinklab import viz
+from sinklab.exceptions import TargetUnreachable
 from sinklab.sink.pace import fit
 
 
@@ -40,8 +41,11 @@ def test_recommend_takes_the_longest_interval_that_meets_the_target() -> None:
     longer = plan[plan["interval_s"] > interval_s + 0.001]  # the setting is in whole milliseconds
     assert (longer["latency_s"] > 2.0).all() and not longer.empty
     assert settings["sinklab.commit.target-lag-ms"] == "2000"
-    with pytest.raises(ValueError, match="no interval meets 0.2 s here: the best is"):
+    with pytest.raises(TargetUnreachable, match="no interval meets 0.2 s here: the best is") as missed:
         viz.recommend(plan, target_s=0.2)
+    best = plan["latency_s"].min()
+    assert missed.value.best_s == pytest.approx(best) and missed.value.best_s > 0.2
+    assert viz.recommend(plan, target_s=missed.value.best_s)["latency_s"] <= missed.value.best_s + 0.01
 
 
 def test_a_rate_the_sink_cannot_keep_up_with_is_refused() -> None:

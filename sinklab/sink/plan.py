@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from sinklab.exceptions import TopicMissing
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 
     from sinklab.sink.config import SinkConfig
     from sinklab.sink.tables import TableState
+
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class Planner:
         low, high = {}, {}
         for tp in partitions:
             low[tp], high[tp] = self.group.get_watermark_offsets(KafkaPartition(*tp), timeout=10)
-        committed = self.group.committed([KafkaPartition(*tp) for tp in partitions], timeout=10)
+        committed = self._committed([KafkaPartition(*tp) for tp in partitions])
         group = off.of((TopicPartition(c.topic, c.partition), c.offset) for c in committed)
         # Dead letters live in Kafka only: with them, only the group's offsets say what was done, and
         # falling back to the tables' offsets would skip letters whose transaction never committed.
@@ -87,6 +91,19 @@ class Planner:
                 ranges.append(OffsetRange(tp.topic, tp.partition, start, start + take))
         self.last = Plan(ranges, off.of(ends), off.of(high), planned_at)
         return self.last
+
+    def _committed(self, partitions: list[KafkaPartition]) -> list[KafkaPartition]:
+        """The group's committed offsets. librdkafka does not retry this call when the group's coordinator
+        moves or is still loading (a broker just started or restarted): it is tried again here, within
+        the sink's timeout, as a Java consumer would."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self.group.committed(partitions, timeout=10)
+            except KafkaException as e:
+                if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
 
     def waiting(self) -> int:
         """Records in the source partitions past where the last cycle read to (0 before the first

@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from sinklab.exceptions import TargetUnreachable
 from sinklab.sink import keys
 from sinklab.sink.pace import fit
 
@@ -140,8 +141,8 @@ def recommend(plan: pd.DataFrame, target_s: float, compact_every: int = COMPACT_
     fits = plan[plan["latency_s"] <= target_s]
     if fits.empty:
         best = plan.loc[plan["latency_s"].idxmin()]
-        raise ValueError(f"no interval meets {target_s:g} s here: the best is {best['latency_s']:.2f} s "
-                         f"(interval {best['interval_s']:.2f} s, cycles of {best['cycle_s']:.2f} s)")
+        raise TargetUnreachable(target_s, best_s=float(best["latency_s"]), interval_s=float(best["interval_s"]),
+                                cycle_s=float(best["cycle_s"]))
     row = fits.loc[fits["interval_s"].idxmax()]
     return {
         keys.COMMIT_INTERVAL_MS: str(int(row["interval_s"] * 1000)),
