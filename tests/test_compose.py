@@ -114,7 +114,7 @@ def test_services_match_what_stack_compose_expects(model: dict[str, Any]) -> Non
 
     rest = services["rest"]
     env = rest["environment"]
-    assert rest["image"] == f"apache/iceberg-rest-fixture:{jars.ICEBERG_VERSION}"
+    assert rest["image"] == f"apache/iceberg-rest-fixture:{jars.ICEBERG_REST_VERSION}"
     assert env["CATALOG_WAREHOUSE"] == c.WAREHOUSE == f"s3://{c.BUCKET}/"
     assert env["CATALOG_IO__IMPL"] == "org.apache.iceberg.aws.s3.S3FileIO"
     assert env["CATALOG_S3_ENDPOINT"] == c.INSIDE.s3_endpoint

@@ -220,7 +220,7 @@ def test_s3_jars_resolution(tmp_path: Path) -> None:
                                                                                                    *own]
 
     # Coordinates for Spark to resolve: the bundle added once.
-    conf = spark_jars(SparkSettings(packages=["org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"]), s3=True)
+    conf = spark_jars(SparkSettings(packages=[jars.SPARK_ICEBERG.coordinates[0]]), s3=True)
     assert conf["spark.jars.packages"].split(",")[1:] == [jars.SPARK_KAFKA.coordinates[0],
                                                           jars.SPARK_AVRO.coordinates[0], jars.SPARK_S3.coordinates[0]]
     assert "spark.jars" not in conf

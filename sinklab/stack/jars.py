@@ -24,7 +24,7 @@ from xml.sax.saxutils import quoteattr
 
 from sinklab.exceptions import JarsNotFound
 
-ICEBERG_VERSION = "1.11.0"
+ICEBERG_VERSION = "1.12.0"
 KAFKA_VERSION = "4.3.1"
 SPARK_LINE = "4.1"  # Iceberg publishes a Spark runtime per Spark minor line; none yet for 4.2/4.3
 SPARK_VERSION = "4.1.1"  # pyspark's own version: the Kafka source and Avro functions are pinned to it
@@ -56,13 +56,16 @@ KAFKA = Part("kafka", (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
 # servlet and adapter in iceberg-core's tests jar), so its classpath is assembled as its build does:
 # iceberg-core with the JDBC catalog on SQLite, Jetty 12.1 (ee10 servlets, Jetty's compression handler),
 # Hadoop's Configuration (the shaded client pair), S3FileIO for S3 warehouses, and log4j2 behind slf4j 2.
+# 1.12 publishes neither (no iceberg-open-api 1.12.0 on Central, no iceberg-core 1.12.0 tests jar; checked
+# 2026-11-25), so the server stays at 1.11.0's classes: clients at 1.12 speak the same REST protocol to it.
+ICEBERG_REST_VERSION = "1.11.0"
 JETTY_VERSION = "12.1.14"
 ICEBERG_REST = Part("iceberg-rest", (
-    f"org.apache.iceberg:iceberg-open-api:{ICEBERG_VERSION}:test-fixtures",
-    f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}:tests",
-    f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
-    f"org.apache.iceberg:iceberg-aws:{ICEBERG_VERSION}",
-    f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
+    f"org.apache.iceberg:iceberg-open-api:{ICEBERG_REST_VERSION}:test-fixtures",
+    f"org.apache.iceberg:iceberg-core:{ICEBERG_REST_VERSION}:tests",
+    f"org.apache.iceberg:iceberg-core:{ICEBERG_REST_VERSION}",
+    f"org.apache.iceberg:iceberg-aws:{ICEBERG_REST_VERSION}",
+    f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_REST_VERSION}",
     f"org.eclipse.jetty:jetty-server:{JETTY_VERSION}",
     f"org.eclipse.jetty.ee10:jetty-ee10-servlet:{JETTY_VERSION}",
     f"org.eclipse.jetty.compression:jetty-compression-gzip:{JETTY_VERSION}",
