@@ -118,7 +118,9 @@ def test_a_lag_target_chooses_the_interval_and_settles(stack: Stack, unique: str
         with steady(stack, unique, 200) as produced:
             sink.start()
             deadline = time.monotonic() + 120
-            while len(chosen) < 14:
+            # 20 cycles: where cycles cost half the target (1.2 s measured on a busy 2-core machine), the fit's
+            # spread fades over its window and the interval takes 12-15 cycles to settle.
+            while len(chosen) < 20:
                 assert time.monotonic() < deadline and sink.status().state == "RUNNING", (chosen, sink.status())
                 status = sink.status()
                 if status.cycles > len(chosen) and status.pace is not None:
@@ -133,7 +135,7 @@ def test_a_lag_target_chooses_the_interval_and_settles(stack: Stack, unique: str
     # Far under the 60 s clock, and settled: the last intervals within 10 % of where they ended.
     last = chosen[-5:]
     assert 500 < last[-1] < 2500, (chosen, pace)
-    assert all(abs(i - last[-1]) <= 0.1 * last[-1] for i in last), chosen
+    assert all(abs(i - last[-1]) <= 0.1 * last[-1] for i in last), str(chosen)
     assert sorted(order_ids(stack, table)) == sorted(produced)
     one_cycle_at_a_time(stack, config["name"])
 
