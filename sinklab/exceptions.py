@@ -201,6 +201,11 @@ class JarsNotFound(StackError):
         super().__init__(message)
 
 
+class ApacheSinkError(StackError):
+    """Apache's Iceberg sink (its Connect worker) did not run or did not commit everything; the message
+    says what failed and ends with the worker's log."""
+
+
 class S3NotAvailable(StackError):
     """S3 storage was asked for and cannot be had here."""
 

@@ -23,6 +23,17 @@ def test_seed_config_loads_verbatim() -> None:
     assert config.transactional_id == "sinklab-pizzas-on-ice" and config.group_id == "connect-pizzas-on-ice"
 
 
+def test_a_topic_regex_never_reads_a_control_topic() -> None:
+    config = from_connect("s", {"topics.regex": ".*", "iceberg.tables": "ns.t", "errors.tolerance": "all",
+                                "errors.deadletterqueue.topic.name": "dlq-s"})
+    assert config.reads_topic("pizzas") and config.reads_topic("payments.20260101")
+    for log in ("control-sinklab", "control-iceberg", "dlq-s", "__consumer_offsets"):
+        assert not config.reads_topic(log), log
+    named = from_connect("s", {"topics": "control-iceberg,control-sinklab", "iceberg.tables": "ns.t"})
+    assert named.reads_topic("control-iceberg")  # named, it is the user's to read: Apache's log as data
+    assert not named.reads_topic("control-sinklab")  # its own log never
+
+
 def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     converter = "org.apache.kafka.connect.json.JsonConverter"
@@ -31,7 +42,8 @@ def test_wrapped_form_and_defaults(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.name == "s1" and config.topics == ["a", "b"]
     assert config.schemas_enable  # JsonConverter's own default
-    assert config.commit_interval_ms == 300000 and config.control_topic == "control-iceberg"
+    # A control topic of its own: Apache's sink fails on other records in its `control-iceberg`.
+    assert config.commit_interval_ms == 300000 and config.control_topic == "control-sinklab"
     assert any("some.unknown" in n for n in config.notes)
     # Keys: JsonConverter's envelope by default (a tombstone's key names its row by the payload).
     keyed = {"topics": "a", "iceberg.tables": "ns.t", "key.converter": converter}

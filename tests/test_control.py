@@ -4,6 +4,7 @@ trip and keep their wire bytes; readers skip other writers' records and stop on 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -13,8 +14,9 @@ import pandas as pd
 import pytest
 
 from sinklab.exceptions import ControlEventError
-from sinklab.sink import control, topics
+from sinklab.sink import control, iceberg_events, topics
 from sinklab.sink.control import (
+    CONTROL_TOPIC,
     CommitComplete,
     CommitStart,
     Maintenance,
@@ -58,8 +60,23 @@ OLD_BYTES = {
         "0000c801047b7d00120000041064656c61795f6d730638636f6d706163742e72657772697474656e5f646174615f6669"
         "6c65730e0012"),
 }
-# Apache Iceberg's sink on a control topic of the same name: Avro single-object encoding (0xC2 0x01 ...).
-APACHE_RECORD = bytes.fromhex("c2011a2b3c4d5e6f7a8b") + b"START_COMMIT"
+# What Apache Iceberg's sink 1.12 writes to its control topic: AvroUtil.encode(new Event("connect-pizzas-java",
+# new StartCommit(11111111-2222-3333-4444-555555555555))), its frame (C2 01, the schema, the datum).
+APACHE_RECORD = bytes.fromhex(
+        "c20102417b2274797065223a227265636f7264222c226e616d65223a224576656e74222c226e616d657370616365223a"
+        "226f72672e6170616368652e696365626572672e636f6e6e6563742e6576656e7473222c226669656c6473223a5b7b22"
+        "6e616d65223a226964222c2274797065223a7b2274797065223a226669786564222c226e616d65223a22757569645f66"
+        "69786564222c226e616d657370616365223a22222c2273697a65223a31362c226c6f676963616c54797065223a227575"
+        "6964227d2c226669656c642d6964223a31303530307d2c7b226e616d65223a2274797065222c2274797065223a22696e"
+        "74222c226669656c642d6964223a31303530317d2c7b226e616d65223a2274696d657374616d70222c2274797065223a"
+        "7b2274797065223a226c6f6e67222c226c6f676963616c54797065223a2274696d657374616d702d6d6963726f73222c"
+        "2261646a7573742d746f2d757463223a747275657d2c226669656c642d6964223a31303530327d2c7b226e616d65223a"
+        "2267726f75705f6964222c2274797065223a22737472696e67222c226669656c642d6964223a31303530337d2c7b226e"
+        "616d65223a227061796c6f6164222c2274797065223a7b2274797065223a227265636f7264222c226e616d65223a2253"
+        "74617274436f6d6d6974222c226669656c6473223a5b7b226e616d65223a22636f6d6d69745f6964222c227479706522"
+        "3a22757569645f6669786564222c226669656c642d6964223a31303230307d5d7d2c226669656c642d6964223a313035"
+        "30347d5d7d4dcfe17c9bfc49cd91f0d3b89a21c36200aae1b6a9c0c6b00626636f6e6e6563742d70697a7a61732d6a61"
+        "766111111111222233334444555555555555")
 
 
 @pytest.mark.parametrize("event", [START, COMPLETE, MAINTENANCE], ids=["start", "complete", "maintenance"])
@@ -86,6 +103,14 @@ def test_a_record_that_is_not_sinklabs_is_foreign() -> None:
             decode(data)
         assert info.value.foreign and isinstance(info.value, ValueError)
     assert info.value.magic == ord("{") and info.value.version == ord("}")
+
+
+def test_apaches_events_are_read_in_their_own_frame() -> None:
+    schema, event = iceberg_events.unframe(APACHE_RECORD)
+    assert (schema["namespace"], schema["name"]) == ("org.apache.iceberg.connect.events", "Event")
+    assert event["group_id"] == "connect-pizzas-java" and event["type"] == 0  # START_COMMIT
+    assert uuid.UUID(bytes=event["payload"]["commit_id"]) == uuid.UUID("11111111-2222-3333-4444-555555555555")
+    assert iceberg_events.unframe(encode(START)) is None  # sinklab's are not in that frame
 
 
 def test_an_unsupported_schema_version_is_a_clear_error() -> None:
@@ -275,7 +300,7 @@ def test_a_missing_topic_has_nothing_to_read_unless_it_must_exist(broker: Broker
 
 def test_the_control_log_skips_other_writers_records_and_filters_by_sink(broker: Broker) -> None:
     other = CommitStart("other", "o1", 7)
-    broker.logs = {("control-iceberg", 0): [APACHE_RECORD, encode(START), MARKER, None, encode(other), MARKER,
+    broker.logs = {(CONTROL_TOPIC, 0): [APACHE_RECORD, encode(START), MARKER, None, encode(other), MARKER,
                                             encode(COMPLETE), MARKER]}
     log = read_control_log("kafka:9092")
     assert log["commit_id"].tolist() == [COMMIT_ID, "o1", COMMIT_ID]

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 
-from sinklab.exceptions import KafkaUnavailable, SinkError, SinkFenced, StuckCall
-from sinklab.sink import control, dlq
+from sinklab.exceptions import ConfigError, KafkaUnavailable, SinkError, SinkFenced, StuckCall
+from sinklab.sink import control, dlq, keys
 from sinklab.sink import offsets as off
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class Channel:
         # Each Kafka step of the commit waits at most the commit timeout: a broker that is down fails
         # the cycle in bounded time instead of holding the transaction open.
         self.timeout_s = max(5.0, config.commit_timeout_ms / 1000)
+        self._refuse_apache_control_topic()  # before anything is opened that would need closing
         self.group = Consumer({**kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
         self.stuck = False  # a transactional call of self.producer never returned (``bounded``)
@@ -103,6 +104,17 @@ class Channel:
         # broker that may be gone; its destructor does not wait for the broker, where Producer.close()
         # blocks for good on a transaction it cannot abort (measured).
         del self.producer
+
+    def _refuse_apache_control_topic(self) -> None:
+        """Apache's sink fails on any record of its control topic that is not its own event, so a control
+        topic that carries its events is refused before sinklab writes one there (docs/protocol.md)."""
+        topic = self.config.control_topic
+        groups = control.apache_groups(self.kafka_conf, topic)
+        if groups:
+            raise ConfigError(keys.CONTROL_TOPIC_KEY, (
+                f"{topic} carries events of Apache's Iceberg sink (group {', '.join(sorted(groups))}): that sink's "
+                f"tasks fail on any other record there, sinklab's included. Give sink {self.config.name} a control "
+                f"topic of its own (the default is {keys.CONTROL_TOPIC})"))
 
     def _ensure_topic(self, topic: str) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic

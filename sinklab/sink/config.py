@@ -170,6 +170,15 @@ class SinkConfig(BaseModel):
             return True
         return bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))
 
+    def reads_topic(self, topic: str) -> bool:
+        """Whether the sink reads ``topic``: never its own control or dead-letter topic; one it names; one its
+        regex matches unless it is a log of another kind (Apache's sink's control topic, Kafka's ``__`` topics)."""
+        if topic in (self.control_topic, self.dlq_topic):
+            return False
+        if topic in self.topics:
+            return True
+        return topic != keys.APACHE_CONTROL_TOPIC and not topic.startswith("__") and self.matches_topic(topic)
+
     @property
     def transactional_id(self) -> str:
         # Stable per sink name: a newer instance's init_transactions fences an older one.

@@ -4,14 +4,18 @@ Connect sink has its ``events``: one class per payload, a ``PayloadType``).
 A cycle writes ``CommitStart`` (its Kafka transaction opened, the fence) and ``CommitComplete`` (every
 table's commit, in the same transaction as the group's offsets); maintenance run between cycles writes
 ``Maintenance``. On the wire an event is the magic byte 0x5C, the schema version (1), then the event as
-Avro (schemaless) under ``EVENT_SCHEMA``, offsets as their snapshot-property text. Apache's sink writes
-its own Avro events to a control topic of the same default name: readers skip records that are not
-sinklab's, so both sinks can share one topic.
+Avro (schemaless) under ``EVENT_SCHEMA``, offsets as their snapshot-property text.
+
+Apache's sink writes its own events (``iceberg_events``) to its control topic and decodes every record
+there before it filters by group: a record of sinklab's makes its tasks fail. So sinklab keeps a default
+topic of its own, and ``apache_groups`` finds Apache's events in a topic it is asked to use (the sink
+refuses it). Readers here skip records that are not sinklab's.
 """
 
 from __future__ import annotations
 
 import io
+import time
 import uuid
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
@@ -20,7 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import fastavro
 
 from sinklab.exceptions import ControlEventError
-from sinklab.sink.keys import CONTROL_TOPIC as CONTROL_TOPIC  # the default control topic, Apache's sink's too
+from sinklab.sink import iceberg_events
+from sinklab.sink.keys import CONTROL_TOPIC as CONTROL_TOPIC  # the default control topic
 from sinklab.sink.offsets import Offsets, from_property, to_property
 from sinklab.sink.topics import TopicReader
 
@@ -239,3 +244,56 @@ def read_control_log(bootstrap_servers: str, topic: str = CONTROL_TOPIC, sink: s
     killed sink left stays open until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
     with TopicReader(bootstrap_servers, topic) as reader:
         return log_frame([e for batch in reader.read(timeout=timeout, idle_s=idle_s) for e in events_of(batch, sink)])
+
+
+# How far back a topic is searched for Apache's events: its sink writes several per commit (start, one
+# data-written per table and task, data-complete per task, one commit-to-table per table, complete).
+APACHE_TAIL = 500
+
+
+def apache_groups(kafka_conf: dict[str, Any], topic: str, tail: int = APACHE_TAIL, timeout: float = 10.0) -> set[str]:
+    """The groups (``connect-<connector>``) of Apache's sink events among the last ``tail`` records of
+    each partition of ``topic`` (``kafka_conf``: the client settings, bootstrap servers and security):
+    empty when none are, or the topic does not exist."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    consumer = Consumer({**kafka_conf, "group.id": f"sinklab-probe-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    groups: set[str] = set()
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return groups
+        ends, starts = {}, []
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout)
+            if high > low:
+                ends[p] = high
+                starts.append(KafkaPartition(topic, p, max(low, high - tail)))
+        consumer.assign(starts)
+        deadline = time.monotonic() + timeout
+        while ends and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=0.2):
+                if m.error() is not None:
+                    continue
+                framed = _apache_event(m.value() or b"")
+                if framed is not None:
+                    groups.add(framed)
+                if m.offset() + 1 >= ends.get(m.partition(), 0):
+                    ends.pop(m.partition(), None)
+            for found in consumer.position([KafkaPartition(topic, p) for p in ends]):
+                if found.offset >= ends[found.partition]:  # an end on a transaction marker
+                    ends.pop(found.partition)
+    finally:
+        consumer.close()
+    return groups
+
+
+def _apache_event(data: bytes) -> str | None:
+    """The group of an Apache sink event, or None when ``data`` is not one."""
+    try:
+        framed = iceberg_events.unframe(data)
+    except Exception:  # noqa: BLE001 - in Apache's frame but not decodable: not an event of its sink
+        return None
+    return None if framed is None else str(framed[1].get("group_id"))

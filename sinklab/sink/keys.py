@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Final, Literal
 
+from sinklab.stack import apache_sink
+
 ConfigType = Literal["BOOLEAN", "STRING", "INT", "LONG", "LIST", "CLASS", "PASSWORD"]
 Owner = Literal["connect", "iceberg", "sinklab"]
 Importance = Literal["HIGH", "MEDIUM", "LOW"]
@@ -101,8 +103,10 @@ def table_key(table: str, setting: str) -> str:
 
 
 CONTROL_TOPIC_KEY: Final = "iceberg.control.topic"
-# The default control topic, Apache's sink's too (sinklab.sink.control, the topic's events, takes it from here).
-CONTROL_TOPIC: Final = "control-iceberg"
+# The default control topic (sinklab.sink.control, the topic's events, takes it from here). Not Apache's sink's
+# `control-iceberg`: that sink decodes every record of its control topic and fails on sinklab's (docs/protocol.md).
+CONTROL_TOPIC: Final = "control-sinklab"
+APACHE_CONTROL_TOPIC: Final = apache_sink.APACHE_CONTROL_TOPIC
 COMMIT_INTERVAL_MS: Final = "iceberg.control.commit.interval-ms"
 COMMIT_INTERVAL_MS_DEFAULT: Final = 300_000
 COMMIT_TIMEOUT_MS: Final = "iceberg.control.commit.timeout-ms"
@@ -282,7 +286,8 @@ SINK_KEYS: tuple[Key, ...] = (
             "the next cycle resumes from the tables' recorded offsets."),
     Key(CONTROL_TOPIC_KEY, "STRING", "iceberg", "Commits", default=CONTROL_TOPIC, field="control_topic",
         doc="The commit log: each cycle's `commit-start` and `commit-complete` events (and maintenance runs), in the "
-            "cycle's Kafka transaction."),
+            "cycle's Kafka transaction. Not Apache's sink's default `control-iceberg`: that sink's tasks fail on any "
+            "record of its control topic that is not its own event, so a sink refuses a topic that carries them."),
     Key(COMMIT_THREADS, "INT", "iceberg", "Commits", ignored="tables are committed by the driver",
         doc="Iceberg's coordinator threads for table commits."),
     Key(CONTROL_GROUP_ID_PREFIX, "STRING", "iceberg", "Commits", default="cg-control-", importance="LOW",

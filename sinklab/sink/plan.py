@@ -65,7 +65,7 @@ class Planner:
             raise TopicMissing(f"topics: {', '.join(missing)} not found on {self.bootstrap}", topics=missing,
                                sink=c.name)
         return [TopicPartition(name, p) for name, meta in sorted(topics.items())
-                if name not in (c.control_topic, c.dlq_topic) and not name.startswith("__") and c.matches_topic(name)
+                if c.reads_topic(name)
                 for p in sorted(meta.partitions)]
 
     def plan(self, tables: Iterable[TableState]) -> Plan:

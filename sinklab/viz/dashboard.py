@@ -85,9 +85,7 @@ class Dashboard:
     def _topics(self) -> list[str]:
         if self.config.topics:
             return list(self.config.topics)
-        names = self.stack.admin().list_topics(timeout=10).topics
-        skip = {self.config.control_topic, self.config.dlq_topic}
-        return sorted(t for t in names if t not in skip and not t.startswith("__") and self.config.matches_topic(t))
+        return sorted(t for t in self.stack.admin().list_topics(timeout=10).topics if self.config.reads_topic(t))
 
     def refresh(self) -> dict[str, pd.DataFrame]:
         """Read the tables, the control topic and the lag once; update every figure; return the frames."""

@@ -129,8 +129,7 @@ def wait_caught_up(sink: IcebergSink | RemoteSink, timeout: float = 120.0, poll_
     frame (all zeros). Raises if the sink fails, or after ``timeout`` seconds."""
     config = sink.config
     topics = list(config.topics) or sorted(
-        t for t in sink.stack.admin().list_topics(timeout=10).topics
-        if t not in (config.control_topic, config.dlq_topic) and not t.startswith("__") and config.matches_topic(t))
+        t for t in sink.stack.admin().list_topics(timeout=10).topics if config.reads_topic(t))
     deadline = time.monotonic() + timeout
     while True:
         status = sink.status()
