@@ -7,13 +7,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from sinklab.exceptions import TopicMissing
 from sinklab.sink import offsets as off
 from sinklab.sink.offsets import Lag, OffsetRange, Offsets, TopicPartition
 from sinklab.sink.recovery import start_offsets
+from sinklab.stack.broker import COORDINATOR_MOVING
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
 
     from sinklab.sink.config import SinkConfig
     from sinklab.sink.tables import TableState
-
-_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ class Planner:
             try:
                 return self.group.committed(partitions, timeout=10)
             except KafkaException as e:
-                if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+                if e.args[0].code() not in COORDINATOR_MOVING or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.2)
 

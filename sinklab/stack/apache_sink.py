@@ -20,7 +20,7 @@ import requests
 
 from sinklab.exceptions import ApacheSinkError, JarsNotFound
 from sinklab.stack import jars
-from sinklab.stack.broker import LOG4J2_CONSOLE
+from sinklab.stack.broker import COORDINATOR_MOVING, LOG4J2_CONSOLE
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class ConnectWorker:
     def wait_assigned(self, name: str, topic: str, timeout: float = 60) -> None:
         """Until the connector's consumer group holds every partition of ``topic``: records produced
         from then on wait for no rebalance."""
-        from confluent_kafka import ConsumerGroupState
+        from confluent_kafka import ConsumerGroupState, KafkaException
 
         admin = self.stack.admin()
         partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -148,7 +148,13 @@ class ConnectWorker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check(name)
-            described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(10)
+            try:
+                described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(10)
+            except KafkaException as exc:
+                if exc.args[0].code() not in COORDINATOR_MOVING:
+                    raise
+                time.sleep(0.2)
+                continue
             held = sum(len([tp for tp in m.assignment.topic_partitions if tp.topic == topic])
                        for m in described.members)
             if described.state == ConsumerGroupState.STABLE and held == partitions:

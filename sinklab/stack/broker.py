@@ -22,6 +22,10 @@ from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 # Single-node settings: one replica of every internal topic, and few partitions so that the
 # first consumer group or transaction does not wait for 50 internal partitions to be created.
+# A group's coordinator moving, or still loading its partition of __consumer_offsets (a broker just started
+# or restarted): librdkafka does not retry group calls (committed offsets, describe) on these; callers do.
+COORDINATOR_MOVING = frozenset({14, 15, 16})  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
 SINGLE_NODE = {
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "1",
