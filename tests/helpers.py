@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Producer
 
 from sinklab.generators import pizza_events, produce_json
 from sinklab.stack import Stack
@@ -89,3 +95,32 @@ def stop_leftovers(text: str, grace: float = 15) -> list[int]:
     for pid in left:
         stop_pid(pid, timeout=10, group=False)
     return left
+
+
+@contextmanager
+def steady(stack: Stack, topic: str, per_second: int) -> Iterator[list[str]]:
+    """Pizza orders produced at about ``per_second``, a tenth of a second's worth at a time, until the
+    block ends; yields their order ids as they go."""
+    produced: list[str] = []
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "enable.idempotence": True})
+
+    def run() -> None:
+        seed = 1000
+        while not stop.is_set():
+            began = time.monotonic()
+            for event in pizza_events(max(1, per_second // 10), seed=seed):
+                producer.produce(topic, json.dumps(event).encode(), event["order_id"].encode())
+                produced.append(event["order_id"])
+            producer.flush(30)
+            seed += 1
+            stop.wait(max(0.0, 0.1 - (time.monotonic() - began)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield produced
+    finally:
+        stop.set()
+        thread.join()
+        assert producer.flush(30) == 0

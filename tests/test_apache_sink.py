@@ -1,21 +1,25 @@
 """sinklab beside Apache Iceberg's own Kafka Connect sink (1.12, its jars from Maven Central by coordinate),
 on one Kafka cluster and one catalog, both with their default control settings: neither makes the other
 fail, each commits every record of its own topic to its own table, and sinklab refuses to write to a
-control topic that carries Apache's events."""
+control topic that carries Apache's events. And a connector handed back from sinklab to Apache's sink
+(same name, group and table) goes on with every record once, whether sinklab stopped cleanly or was
+killed (then one more sinklab cycle first: docs/protocol.md, "Handing a connector back")."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from helpers import produce, sink_config
+from helpers import produce, run_cli, sink_config, steady
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
-from sinklab.sink import IcebergSink, control, keys
+from sinklab.sink import IcebergSink, control, coordinator, keys
 from sinklab.sink.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
@@ -108,3 +112,55 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
     # And Apache's sink goes on committing.
     produce_json(stack.bootstrap_servers, theirs, [{"id": sent + i, "name": "late"} for i in range(10)])
     wait_rows(stack, worker, connector, their_table, sent + 10)
+
+
+def order_id_counts(stack: Stack, table: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for order_id in stack.catalog.load_table(tuple(table.split("."))).scan(
+            selected_fields=("order_id",)).to_arrow().column("order_id").to_pylist():
+        counts[order_id] = counts.get(order_id, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("stopped", ["cleanly", "killed"])
+def test_a_connector_handed_back_to_apaches_sink_goes_on_with_every_record_once(
+        stack: Stack, worker: ConnectWorker, stack_file: Path, tmp_path: Path, unique: str, stopped: str) -> None:
+    stack.create_topic(unique, partitions=2)
+    config = sink_config(unique)  # sink-<unique>: the consumer group connect-sink-<unique>
+    name, table = config["name"], f"{unique}.pizzas"
+    with steady(stack, unique, 100) as produced:
+        if stopped == "cleanly":
+            sink = IcebergSink(stack, config)
+            sink.start()
+            deadline = time.monotonic() + 120
+            while sink.status().cycles < 3:
+                assert time.monotonic() < deadline and sink.status().state == "RUNNING", sink.status()
+                time.sleep(0.2)
+            sink.stop()
+        else:
+            config_file = tmp_path / "sink.json"
+            config_file.write_text(json.dumps(config))
+            run = ["sink", "run", "--config", str(config_file), "--stack", str(stack_file), "--once"]
+            # Killed after its table commit, before its Kafka transaction: the group is a cycle behind the table.
+            crashed = run_cli(*run, env={coordinator.CRASH_ENV: "after-table-commits"})
+            assert crashed.returncode == 86, crashed.stderr[-3000:]
+            # The hand-back after a crash: one more cycle, which records the group's offsets for what landed.
+            settled = run_cli(*run)
+            assert settled.returncode == 0, settled.stderr[-3000:]
+        by_sinklab = sum(order_id_counts(stack, table).values())
+        assert by_sinklab > 0
+        # Apache's sink takes the connector over: the same name (so the same group) and table.
+        worker.add(connector_config(stack, name, unique, table, interval_ms=1000, tasks=1))
+        worker.wait_assigned(name, unique)
+        deadline = time.monotonic() + 120
+        while sum(order_id_counts(stack, table).values()) < by_sinklab + 200:  # it committed some of its own
+            worker.check(name)
+            assert time.monotonic() < deadline, "Apache's sink committed nothing after the hand-back"
+            time.sleep(0.5)
+    deadline = time.monotonic() + 180
+    while sum((counts := order_id_counts(stack, table)).values()) < len(produced):
+        worker.check(name)
+        assert time.monotonic() < deadline, f"{sum(counts.values())} of {len(produced)} rows after 180 s"
+        time.sleep(0.5)
+    assert sorted(counts) == sorted(produced)  # none missing
+    assert {n for n in counts.values()} == {1}, {k: n for k, n in counts.items() if n > 1}  # none twice

@@ -3,19 +3,13 @@ latency target the sink holds by choosing its interval."""
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from confluent_kafka import Producer
-from helpers import order_ids, produce, sink_config
+from helpers import order_ids, produce, sink_config, steady
 from pyspark.errors import AnalysisException
 
 from sinklab import viz
-from sinklab.generators import pizza_events
 from sinklab.sink import IcebergSink, read_control_log
 from sinklab.sink.control import PayloadType
 from sinklab.stack import Stack
@@ -54,33 +48,6 @@ def one_cycle_at_a_time(stack: Stack, sink: str) -> int:
     return len(steps) // 2
 
 
-@contextmanager
-def steady(stack: Stack, topic: str, per_second: int) -> Iterator[list[str]]:
-    """Pizza orders produced at about ``per_second``, a tenth of a second's worth at a time, until the
-    block ends; yields their order ids as they go."""
-    produced: list[str] = []
-    stop = threading.Event()
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "enable.idempotence": True})
-
-    def run() -> None:
-        seed = 1000
-        while not stop.is_set():
-            began = time.monotonic()
-            for event in pizza_events(max(1, per_second // 10), seed=seed):
-                producer.produce(topic, json.dumps(event).encode(), event["order_id"].encode())
-                produced.append(event["order_id"])
-            producer.flush(30)
-            seed += 1
-            stop.wait(max(0.0, 0.1 - (time.monotonic() - began)))
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        yield produced
-    finally:
-        stop.set()
-        thread.join()
-        assert producer.flush(30) == 0
 
 
 @pytest.mark.parametrize(("key", "limit"), [("sinklab.commit.max-records", 50), ("sinklab.commit.max-bytes", 10_000)])
