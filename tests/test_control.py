@@ -259,6 +259,12 @@ def offsets_read(reader: TopicReader, **kwargs: Any) -> list[tuple[str, int, int
     return [(m.topic(), m.partition(), m.offset()) for batch in reader.read(**kwargs) for m in batch]
 
 
+def test_a_read_from_the_tail_starts_that_many_records_before_each_end(broker: Broker) -> None:
+    broker.logs = {("t", 0): [b"a", b"b", b"c", MARKER], ("t", 1): [b"d"]}
+    with TopicReader("kafka:9092", "t", tail=2) as reader:
+        assert sorted(offsets_read(reader, timeout=5)) == [("t", 0, 2), ("t", 1, 0)]  # the marker is one of the 2
+
+
 def test_a_read_ends_at_the_high_watermark_even_on_a_transaction_marker(broker: Broker) -> None:
     broker.logs = {("t", 0): [b"a", b"b", MARKER], ("t", 1): [b"c", MARKER, b"d", MARKER], ("t", 2): []}
     with TopicReader("kafka:9092", "t") as reader:

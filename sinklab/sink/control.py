@@ -15,7 +15,6 @@ refuses it). Readers here skip records that are not sinklab's.
 from __future__ import annotations
 
 import io
-import time
 import uuid
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
@@ -255,38 +254,12 @@ def apache_groups(kafka_conf: dict[str, Any], topic: str, tail: int = APACHE_TAI
     """The groups (``connect-<connector>``) of Apache's sink events among the last ``tail`` records of
     each partition of ``topic`` (``kafka_conf``: the client settings, bootstrap servers and security):
     empty when none are, or the topic does not exist."""
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as KafkaPartition
-
-    consumer = Consumer({**kafka_conf, "group.id": f"sinklab-probe-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                         "isolation.level": "read_uncommitted"})
+    # Uncommitted too: an Apache event in an open transaction is still Apache's.
+    conf = {**{k: v for k, v in kafka_conf.items() if k != "bootstrap.servers"}, "isolation.level": "read_uncommitted"}
     groups: set[str] = set()
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None:
-            return groups
-        ends, starts = {}, []
-        for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout)
-            if high > low:
-                ends[p] = high
-                starts.append(KafkaPartition(topic, p, max(low, high - tail)))
-        consumer.assign(starts)
-        deadline = time.monotonic() + timeout
-        while ends and time.monotonic() < deadline:
-            for m in consumer.consume(500, timeout=0.2):
-                if m.error() is not None:
-                    continue
-                framed = _apache_event(m.value() or b"")
-                if framed is not None:
-                    groups.add(framed)
-                if m.offset() + 1 >= ends.get(m.partition(), 0):
-                    ends.pop(m.partition(), None)
-            for found in consumer.position([KafkaPartition(topic, p) for p in ends]):
-                if found.offset >= ends[found.partition]:  # an end on a transaction marker
-                    ends.pop(found.partition)
-    finally:
-        consumer.close()
+    with TopicReader(kafka_conf["bootstrap.servers"], topic, tail=tail, **conf) as reader:
+        for batch in reader.read(timeout=timeout, idle_s=1.0):
+            groups.update(g for m in batch if (g := _apache_event(m.value() or b"")) is not None)
     return groups
 
 

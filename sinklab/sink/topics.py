@@ -35,7 +35,7 @@ class TopicReader:
     """Reads ``topics`` to their end, and again later: each ``read()`` continues where the last one
     stopped, and a partition that appears later is read from its beginning. Close it (or use ``with``)."""
 
-    def __init__(self, bootstrap_servers: str, topics: str | Iterable[str], **conf: Any):
+    def __init__(self, bootstrap_servers: str, topics: str | Iterable[str], tail: int | None = None, **conf: Any):
         from confluent_kafka import Consumer
 
         self.bootstrap_servers = bootstrap_servers
@@ -47,6 +47,7 @@ class TopicReader:
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             # Assigned at its low watermark, a partition that retention trimmed since starts at the new one.
             "auto.offset.reset": "earliest", **conf})
+        self.tail = tail  # a partition met for the first time starts this many records before its end
         self._next: dict[Key, int] = {}  # per partition, the offset its next read starts at
         # Partitions stay assigned from one read to the next (without ``until``): a partition assigned
         # afresh at a transaction marker has no position until a message follows it, so a read would
@@ -128,7 +129,8 @@ class TopicReader:
                 raise ValueError(f"topic {topic!r} not found on {self.bootstrap_servers}")
             for p in sorted(meta.partitions):
                 low, high = self._consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout)
-                self._next[(topic, p)] = max(self._next.get((topic, p), low), low)
+                first = low if self.tail is None else high - self.tail
+                self._next[(topic, p)] = max(self._next.get((topic, p), first), low)
                 ends[(topic, p)] = high if until is None else min(high, until.get(topic, {}).get(p, high))
         return ends
 
