@@ -60,7 +60,7 @@ def publishes(request: Request) -> bool:
 
 @dataclass
 class _Fault:
-    kind: str  # fail | delay | swallow | drop | hook
+    kind: str  # fail | delay | swallow | drop | hook | hold
     match: Match
     until: float | None  # monotonic deadline
     times: int | None  # requests it still applies to
@@ -160,9 +160,11 @@ class FaultProxy:
         """Reset matching connections without passing the request on."""
         return self._add(_Fault("drop", match, _deadline(seconds), times))
 
-    def on_request(self, match: Match, hook: Callable[[Request], None], times: int | None = 1) -> _Fault:
-        """Pass a matching request on, then call ``hook`` (kill the server in it) before any answer."""
-        return self._add(_Fault("hook", match, None, times, hook=hook))
+    def on_request(self, match: Match, hook: Callable[[Request], None], times: int | None = 1,
+                   pass_on: bool = True) -> _Fault:
+        """Pass a matching request on, then call ``hook`` (kill the server in it) before any answer; with
+        ``pass_on=False``, call ``hook`` (kill the client) and never pass the request on."""
+        return self._add(_Fault("hook" if pass_on else "hold", match, None, times, hook=hook))
 
     def clear(self) -> None:
         with self._lock:
@@ -196,6 +198,11 @@ class FaultProxy:
                                f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
                 return
             if fault is not None and fault.kind == "drop":
+                _reset(client)
+                return
+            if fault is not None and fault.kind == "hold":
+                assert fault.hook is not None
+                fault.hook(request)
                 _reset(client)
                 return
             try:

@@ -8,6 +8,8 @@
 
 A crash at any step leaves what ``recovery`` resolves on the next start; a catalog answer lost in
 step 4 is resolved by reading the table (``publish.landed``), never by committing blindly again.
+Before its first cycle, a sink finishes a commit Apache's sink left half done on the same connector
+(``takeover``), in steps 3 to 5 of a transaction of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sinklab.exceptions import CommitContended, CommitTimeout
-from sinklab.sink import control, keys
+from sinklab.sink import control, keys, takeover
 from sinklab.sink import offsets as off
 from sinklab.sink.channel import Channel
 from sinklab.sink.plan import Plan, Planner
@@ -73,9 +75,13 @@ class Coordinator:
                                self.channel.timeout_s)
         self.stager = Stager(config, spark, catalog, kafka_conf)
         self._recovered: set[str] = set()
+        self._taken_over = False
 
     def run_cycle(self) -> CycleResult | None:
         started = time.monotonic()
+        if not self._taken_over:
+            self._take_over()
+            self._taken_over = True
         configured = {name: self._load(name) for name in self.config.tables}
         plan = self.planner.plan(configured.values())
         if not plan.ranges:
@@ -134,6 +140,42 @@ class Coordinator:
                 return None  # everything this cycle read is already in the table
         raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while committing",
                               sink=self.config.name, table=name)
+
+    def _take_over(self) -> None:
+        """Finish what Apache's sink left half done on this connector (``takeover``): fenced, one
+        compare-and-swap per table, the group's offsets unchanged (they already count those records)."""
+        config = self.config
+        inherited = takeover.find(self.channel.kafka_conf, config.name, config.group_id,
+                                  self.planner.group_offsets(), [self._load(n) for n in config.tables])
+        if inherited is None:
+            return
+        commit_id, began = control.new_commit_id(), time.monotonic()
+        with self.channel.transaction(commit_id):
+            self.channel.start(control.CommitStart(config.name, commit_id, _now_ms()))
+            landed = [s for name in inherited.tables if (s := self._finish(inherited, name, commit_id)) is not None]
+            self.channel.complete(inherited.group_offsets,
+                                  inherited.event(commit_id, landed, int((time.monotonic() - began) * 1000)))
+        for s in landed:
+            log.warning("sink %s: finished Apache's sink's last commit on table %s: %d records in %d files",
+                        config.name, s.table, s.records, len(s.data_files))
+
+    def _finish(self, inherited: takeover.Inherited, name: str, commit_id: str) -> Staged | None:
+        for _ in range(MAX_REPLANS):
+            state = self._load(name)
+            if not state.exists:
+                log.warning("table %s, named by Apache's sink's pending commit, does not exist: skipped", name)
+                return None
+            staged = inherited.stage(self.catalog, state, commit_id)
+            if staged is None:
+                return None
+            began = time.monotonic()
+            # Apache's files are never deleted here, even when the table moved: the next try lands them.
+            if publish(self.catalog, state, staged):
+                staged.commit_ms = int((time.monotonic() - began) * 1000)
+                return staged
+            log.warning("table %s moved while finishing Apache's sink's commit; looking again", name)
+        raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while finishing "
+                              f"Apache's sink's commit", sink=self.config.name, table=name)
 
     def _load(self, name: str) -> TableState:
         """The table as a cycle plans against it; the first time this instance meets it, recovered."""

@@ -72,8 +72,7 @@ class Planner:
         low, high = {}, {}
         for tp in partitions:
             low[tp], high[tp] = self.group.get_watermark_offsets(KafkaPartition(*tp), timeout=10)
-        committed = self._committed([KafkaPartition(*tp) for tp in partitions])
-        group = off.of((TopicPartition(c.topic, c.partition), c.offset) for c in committed)
+        group = self.group_offsets(partitions)
         # Dead letters live in Kafka only: with them, only the group's offsets say what was done, and
         # falling back to the tables' offsets would skip letters whose transaction never committed.
         recorded = [t.offsets for t in tables if t.exists] if self.config.errors_tolerance == "none" else []
@@ -89,6 +88,12 @@ class Planner:
                 ranges.append(OffsetRange(tp.topic, tp.partition, start, start + take))
         self.last = Plan(ranges, off.of(ends), off.of(high), planned_at)
         return self.last
+
+    def group_offsets(self, partitions: list[TopicPartition] | None = None) -> Offsets:
+        """The group's committed offset of each source partition that has one: where the last complete
+        cycle ended."""
+        committed = self._committed([KafkaPartition(*tp) for tp in partitions or self.source_partitions()])
+        return off.of((TopicPartition(c.topic, c.partition), c.offset) for c in committed if c.offset >= 0)
 
     def _committed(self, partitions: list[KafkaPartition]) -> list[KafkaPartition]:
         """The group's committed offsets. librdkafka does not retry this call when the group's coordinator

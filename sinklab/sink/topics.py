@@ -35,7 +35,8 @@ class TopicReader:
     """Reads ``topics`` to their end, and again later: each ``read()`` continues where the last one
     stopped, and a partition that appears later is read from its beginning. Close it (or use ``with``)."""
 
-    def __init__(self, bootstrap_servers: str, topics: str | Iterable[str], tail: int | None = None, **conf: Any):
+    def __init__(self, bootstrap_servers: str, topics: str | Iterable[str], tail: int | None = None,
+                 start: Offsets | None = None, **conf: Any):
         from confluent_kafka import Consumer
 
         self.bootstrap_servers = bootstrap_servers
@@ -48,6 +49,7 @@ class TopicReader:
             # Assigned at its low watermark, a partition that retention trimmed since starts at the new one.
             "auto.offset.reset": "earliest", **conf})
         self.tail = tail  # a partition met for the first time starts this many records before its end
+        self.start = start or {}  # ... or at this offset, where it has one
         self._next: dict[Key, int] = {}  # per partition, the offset its next read starts at
         # Partitions stay assigned from one read to the next (without ``until``): a partition assigned
         # afresh at a transaction marker has no position until a message follows it, so a read would
@@ -130,6 +132,7 @@ class TopicReader:
             for p in sorted(meta.partitions):
                 low, high = self._consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout)
                 first = low if self.tail is None else high - self.tail
+                first = self.start.get(topic, {}).get(p, first)
                 self._next[(topic, p)] = max(self._next.get((topic, p), first), low)
                 ends[(topic, p)] = high if until is None else min(high, until.get(topic, {}).get(p, high))
         return ends
