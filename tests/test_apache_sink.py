@@ -27,6 +27,7 @@ from sinklab.sink import IcebergSink, control, coordinator, keys
 from sinklab.sink.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
+from sinklab.viz import frames
 
 pytestmark = pytest.mark.spark
 
@@ -95,6 +96,22 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
         assert {t["state"] for t in worker.status(connector)["tasks"]} == {"RUNNING"}
     finally:
         sink.stop()
+
+    # The workbench reads Apache's pipeline as it reads sinklab's: its commits from its control topic,
+    # one per table commit, with the files and records its table's snapshots show.
+    deadline = time.monotonic() + 30
+    while (theirs_log := frames.commits(stack, connector, APACHE_CONTROL_TOPIC))["records"].sum() < sent:
+        assert time.monotonic() < deadline, theirs_log
+        time.sleep(0.5)
+    assert set(theirs_log["table"]) == {their_table} and len(theirs_log) >= 2
+    assert (theirs_log["data_files"] > 0).all() and theirs_log["records"].sum() == sent
+    assert frames.cycles(stack, sink=connector, control_topic=APACHE_CONTROL_TOPIC)["read"].sum() == sent
+    snaps = frames.snapshots(stack, their_table)
+    theirs_snaps = snaps[snaps["sink"] == connector]
+    assert set(theirs_log["snapshot_id"]) <= set(theirs_snaps["snapshot_id"])
+    assert theirs_snaps["commit_id"].notna().all()
+    assert len(frames.cadence(snaps, 1000, sink=connector)) == len(theirs_snaps) - 1
+    assert not frames.commits(stack, sink=sink.config.name, control_topic=APACHE_CONTROL_TOPIC).shape[0]
 
     # Apache's control topic holds only Apache's events; sinklab's are on its own.
     apache, other, groups = apache_records(stack, APACHE_CONTROL_TOPIC)

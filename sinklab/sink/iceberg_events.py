@@ -14,11 +14,20 @@ from __future__ import annotations
 import functools
 import io
 import json
+import uuid
+from enum import IntEnum
 from typing import Any
 
 import fastavro
 
 MAGIC = b"\xc2\x01"
+# The snapshot properties Apache's coordinator sets on each table commit (its ``Coordinator``): how far it
+# read its control topic, as ``{partition: offset}`` JSON under ``<prefix><control topic>.<group>``; the
+# commit; the task (``<connector>-<n>``); and the valid-through time (ISO 8601).
+OFFSETS_PREFIX = "kafka.connect.offsets."
+COMMIT_ID_PROP = "kafka.connect.commit-id"
+TASK_ID_PROP = "kafka.connect.task-id"
+VTTS_PROP = "kafka.connect.valid-through-ts"
 
 
 def unframe(data: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -52,3 +61,23 @@ def _plain(schema: Any) -> Any:
         if key in out:
             out[key] = _plain(out[key])
     return out
+
+
+class PayloadType(IntEnum):
+    """Apache's event types (its ``PayloadType``), the ``type`` field of an event."""
+
+    START_COMMIT = 0
+    DATA_WRITTEN = 1
+    DATA_COMPLETE = 2
+    COMMIT_TO_TABLE = 3
+    COMMIT_COMPLETE = 4
+
+
+def uuid_text(raw: Any) -> str:
+    """A uuid of an event (16 bytes as the frame carries it) as text."""
+    return str(uuid.UUID(bytes=raw)) if isinstance(raw, bytes) and len(raw) == 16 else str(raw)
+
+
+def table_name(reference: dict[str, Any]) -> str:
+    """A table reference of an event (catalog, namespace, name) as sinklab names tables."""
+    return ".".join([*reference["namespace"], reference["name"]])

@@ -34,6 +34,8 @@ from sinklab.exceptions import SinkError
 from sinklab.sink import iceberg_events
 from sinklab.sink import offsets as off
 from sinklab.sink.control import CommitComplete, TableCommit
+from sinklab.sink.iceberg_events import COMMIT_ID_PROP as APACHE_COMMIT_ID
+from sinklab.sink.iceberg_events import OFFSETS_PREFIX, PayloadType, table_name, uuid_text
 from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.tables import COMMIT_ID_PROP, MAX_ANCESTORS, OFFSETS_PROP, SINK_PROP, TableState, identifier
 from sinklab.sink.topics import TopicReader
@@ -50,10 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sinklab.sink")
 
-# Apache's snapshot properties (its Coordinator) and event types (its PayloadType).
-APACHE_OFFSETS_PREFIX = "kafka.connect.offsets."
-APACHE_COMMIT_ID_PROP = "kafka.connect.commit-id"
-DATA_WRITTEN = 1
 # How long a takeover waits for the members of a stopped or killed Apache sink to leave the group: a
 # killed task's consumer stays a member until its session times out (Kafka Connect's default is 45 s).
 GROUP_EMPTY_TIMEOUT_S = 90.0
@@ -90,7 +88,7 @@ class Written:
 
 
 def offsets_property(control_topic: str, group: str) -> str:
-    return f"{APACHE_OFFSETS_PREFIX}{control_topic}.{group}"
+    return f"{OFFSETS_PREFIX}{control_topic}.{group}"
 
 
 def recorded_control(table: Table, branch: str, group: str) -> tuple[str | None, dict[int, int]]:
@@ -106,8 +104,8 @@ def recorded_control(table: Table, branch: str, group: str) -> tuple[str | None,
             break
         props = snap.summary.additional_properties if snap.summary else {}
         for key, value in props.items():
-            if key.startswith(APACHE_OFFSETS_PREFIX) and key.endswith(suffix):
-                topic = key[len(APACHE_OFFSETS_PREFIX):-len(suffix)]
+            if key.startswith(OFFSETS_PREFIX) and key.endswith(suffix):
+                topic = key[len(OFFSETS_PREFIX):-len(suffix)]
                 return topic, {int(p): int(o) for p, o in json.loads(value).items()}
         snapshot_id, seen = snap.parent_snapshot_id, seen + 1
     return None, {}
@@ -140,13 +138,14 @@ def read_written(kafka_conf: Mapping[str, Any], topics: Iterable[str], group: st
                 if framed is None:
                     continue
                 event = framed[1]
-                if event.get("type") != DATA_WRITTEN or event.get("group_id") != group:
+                if event.get("type") != PayloadType.DATA_WRITTEN or event.get("group_id") != group:
                     continue
                 payload, ref = event["payload"], event["payload"]["table_reference"]
-                uuid = ref.get("table_uuid")
+                table_uuid = ref.get("table_uuid")
                 found.append(Written(
-                    topic=m.topic(), partition=m.partition(), offset=m.offset(), commit_id=_uuid(payload["commit_id"]),
-                    table=".".join([*ref["namespace"], ref["name"]]), table_uuid=_uuid(uuid) if uuid else None,
+                    topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                    commit_id=uuid_text(payload["commit_id"]), table=table_name(ref),
+                    table_uuid=uuid_text(table_uuid) if table_uuid else None,
                     data_files=list(payload.get("data_files") or []),
                     delete_files=list(payload.get("delete_files") or [])))
     return found
@@ -260,7 +259,7 @@ def stage(catalog: Catalog, state: TableState, pending: Pending, group: str, sin
         OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, group_offsets)),
         offsets_property(pending.control_topic, group): json.dumps(
             {str(p): o for p, o in sorted(pending.control_offsets.items())}),
-        APACHE_COMMIT_ID_PROP: pending.commit_ids[-1],
+        APACHE_COMMIT_ID: pending.commit_ids[-1],
     }
     append = table.transaction().update_snapshot(snapshot_properties=properties, branch=state.branch).fast_append()
     for f in pending.files:
@@ -357,8 +356,3 @@ def _map(pairs: Any) -> dict[int, Any] | None:
         return {int(k): v for k, v in pairs.items()}
     return {int(p["key"]): p["value"] for p in pairs}
 
-
-def _uuid(raw: Any) -> str:
-    import uuid
-
-    return str(uuid.UUID(bytes=raw)) if isinstance(raw, bytes) and len(raw) == 16 else str(raw)

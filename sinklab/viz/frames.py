@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from pyiceberg.manifest import FileFormat
 
+from sinklab.sink import iceberg_events as apache
+from sinklab.sink.apache_log import ApacheLog
 from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
 from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
@@ -158,6 +160,11 @@ def _table_snapshots(table: Table, name: str, branch: str) -> pd.DataFrame:
             "offsets": from_property(props[OFFSETS_PROP]) if OFFSETS_PROP in props else None,
             "vtts": _ms(props[VTTS_PROP]) if VTTS_PROP in props else pd.NaT,
         }
+        if row["sink"] is None and apache.TASK_ID_PROP in props:
+            # Apache's sink's commit: its connector, commit and valid-through time; it records no source offsets.
+            row.update(sink=props[apache.TASK_ID_PROP].rsplit("-", 1)[0], commit_id=props.get(apache.COMMIT_ID_PROP),
+                       offsets={}, vtts=pd.Timestamp(props[apache.VTTS_PROP]).tz_convert("UTC")
+                       if apache.VTTS_PROP in props else pd.NaT)
         for column, key in SUMMARY_INTS.items():
             row[column] = int(props.get(key, 0))
         rows.append(row)
@@ -265,12 +272,15 @@ class ControlLog:
         self.topic = control_topic
         self._events: list[ControlEvent] = []
         self._reader: TopicReader | None = None
+        self._apache = ApacheLog(sink)
 
     def read(self, timeout: float = 10.0, idle_s: float = 0.5) -> pd.DataFrame:
         if self._reader is None:
             self._reader = TopicReader(self.bootstrap, self.topic)
         for batch in self._reader.read(timeout=timeout, idle_s=idle_s):
             self._events.extend(events_of(batch, self.sink))
+            # Apache's sink's control topic reads the same: its commits as sinklab's events (apache_log).
+            self._events.extend(self._apache.feed(batch))
         return self.frame()
 
     def frame(self) -> pd.DataFrame:
@@ -282,6 +292,7 @@ class ControlLog:
             self._reader.close()
             self._reader = None
         self._events = []
+        self._apache = ApacheLog(self.sink)
 
     def __enter__(self) -> ControlLog:
         return self
