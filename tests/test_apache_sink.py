@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -21,13 +22,14 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
+from sinklab.connect.report import sink_reports
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, control, coordinator, keys
 from sinklab.sink.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
-from sinklab.viz import frames
+from sinklab.viz import Dashboard, Observed, frames
 
 pytestmark = pytest.mark.spark
 
@@ -112,6 +114,23 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
     assert theirs_snaps["commit_id"].notna().all()
     assert len(frames.cadence(snaps, 1000, sink=connector)) == len(theirs_snaps) - 1
     assert not frames.commits(stack, sink=sink.config.name, control_topic=APACHE_CONTROL_TOPIC).shape[0]
+    # ... its dashboard (watched through its config and its worker) and `sinklab sink status` too.
+    observed = Observed(stack, config, connect_url=worker.url)
+    dashboard = Dashboard(observed)
+    try:
+        panels = dashboard.refresh()
+        header = repr(dashboard)
+    finally:
+        dashboard.stop()
+        observed.close()
+    assert panels["commits"]["records"].sum() == sent and not panels["cadence"].empty
+    assert set(panels["snapshots"]["table"]) == {their_table} and not panels["lag"].empty
+    # Its status reads the control topic a moment after the panels did: as many commits or more.
+    counted = re.search(rf"{connector}: RUNNING · (\d+) cycles, {sent} records", header)
+    assert counted and int(counted[1]) >= len(panels["cycles"]), header
+    report = {r.name: r for r in sink_reports(stack)}[connector]
+    assert report.runs_on.startswith("Apache's Iceberg sink") and report.cycles >= len(panels["cycles"])
+    assert report.group_id == f"connect-{connector}" and [t.table for t in report.tables] == [their_table]
 
     # Apache's control topic holds only Apache's events; sinklab's are on its own.
     apache, other, groups = apache_records(stack, APACHE_CONTROL_TOPIC)

@@ -19,8 +19,10 @@ from pydantic import BaseModel, Field, field_serializer
 
 from sinklab.connect.herder import validate
 from sinklab.connect.offsets import GroupOffsets
-from sinklab.sink.control import CONTROL_TOPIC, PayloadType, read_control_log
+from sinklab.sink.apache_log import read_log
+from sinklab.sink.control import CONTROL_TOPIC, PayloadType
 from sinklab.sink.offsets import Lag, TopicPartition, lag_json
+from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,7 +42,7 @@ class SinkReport(BaseModel):
     name: str
     # The Connect server's state when it runs the sink; None when another process runs (or ran) it.
     state: str | None
-    runs_on: str  # "connect <url>" or "another process (sinklab sink run, a notebook, …)"
+    runs_on: str  # "connect <url>", "Apache's Iceberg sink (…)" or "another process (sinklab sink run, a notebook, …)"
     trace: str | None = None
     group_id: str
     cycles: int
@@ -74,7 +76,12 @@ def connect_statuses(url: str | None, timeout: float = 5.0) -> dict[str, dict[st
 def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: str = CONTROL_TOPIC,
                  ) -> list[SinkReport]:
     """One report per sink named (default: every sink on the control topic or the Connect server)."""
-    log = read_control_log(stack.bootstrap_servers, control_topic)
+    import pandas as pd
+
+    # Apache's sink's connectors too: their commits, from its control topic, read as sinklab's (apache_log).
+    logs = {topic: read_log(stack.bootstrap_servers, topic) for topic in {control_topic, APACHE_CONTROL_TOPIC}}
+    log = pd.concat(logs.values(), ignore_index=True)
+    on_apache = set(logs[APACHE_CONTROL_TOPIC]["sink"])
     connect = connect_statuses(stack.info.connect_url)
     known = sorted({*log["sink"], *connect})
     wanted = names or known
@@ -100,6 +107,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
             state=on_connect["status"]["connector"]["state"] if on_connect else None,
             trace=on_connect["status"]["connector"].get("trace") if on_connect else None,
             runs_on=f"connect {stack.info.connect_url}" if on_connect
+            else f"Apache's Iceberg sink (its commits on {APACHE_CONTROL_TOPIC})" if name in on_apache
             else "another process (sinklab sink run, a notebook, …)",
             last_cycle=_last_cycle(mine), lag=_lag(stack, groups.get(group), sorted(topics)),
             tables=_tables(stack, mine))

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from sinklab.sink import iceberg_events
 from sinklab.sink import offsets as off
-from sinklab.sink.control import CommitComplete, CommitStart, ControlEvent, TableCommit
+from sinklab.sink.control import CommitComplete, CommitStart, ControlEvent, TableCommit, read_control_log
 from sinklab.sink.iceberg_events import PayloadType, table_name, uuid_text
 from sinklab.sink.offsets import Offsets, TopicPartition
 
 if TYPE_CHECKING:
+    import pandas as pd
     from confluent_kafka import Message
 
 GROUP_PREFIX = "connect-"  # Kafka Connect's consumer group of a connector: connect-<name>
@@ -110,3 +111,11 @@ class ApacheLog:
                     for n, t in landed.items()])
         return None
 
+
+
+
+def read_log(bootstrap_servers: str, topic: str, sink: str | None = None, timeout: float = 10.0,
+             idle_s: float = 1.0) -> pd.DataFrame:
+    """``control.read_control_log`` of a topic that may carry Apache's events: sinklab's events and
+    Apache's commits (translated), one row per event."""
+    return read_control_log(bootstrap_servers, topic, sink, timeout, idle_s, also=ApacheLog(sink).feed)

@@ -29,7 +29,7 @@ from sinklab.sink.offsets import Offsets, from_property, to_property
 from sinklab.sink.topics import TopicReader
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     import pandas as pd
     from confluent_kafka import Message
@@ -237,12 +237,18 @@ def log_frame(events: Iterable[ControlEvent]) -> pd.DataFrame:
 
 
 def read_control_log(bootstrap_servers: str, topic: str = CONTROL_TOPIC, sink: str | None = None,
-                     timeout: float = 10.0, idle_s: float = 1.0) -> pd.DataFrame:
+                     timeout: float = 10.0, idle_s: float = 1.0,
+                     also: Callable[[list[Message]], list[ControlEvent]] | None = None) -> pd.DataFrame:
     """Every event committed on the control topic (of one sink) by the time nothing new arrives for
-    ``idle_s``, one row per event (``log_frame``). It does not wait out an open transaction: one that a
-    killed sink left stays open until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
+    ``idle_s``, one row per event (``log_frame``); ``also`` reads other writers' records as events
+    (``apache_log``). It does not wait out an open transaction: one that a killed sink left stays open
+    until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
+    events: list[ControlEvent] = []
     with TopicReader(bootstrap_servers, topic) as reader:
-        return log_frame([e for batch in reader.read(timeout=timeout, idle_s=idle_s) for e in events_of(batch, sink)])
+        for batch in reader.read(timeout=timeout, idle_s=idle_s):
+            events.extend(events_of(batch, sink))
+            events.extend(also(batch) if also is not None else ())
+    return log_frame(events)
 
 
 # How far back a topic is searched for Apache's events: its sink writes several per commit (start, one

@@ -7,6 +7,7 @@ them, a live dashboard and the commit-interval explorer.
     vis = viz.visibility(snaps, viz.record_times(stack, "completed-pizzas"))
     viz.plot_visibility(vis)                                 # produce time -> readable, per record
     viz.Dashboard(sink).start()                              # live, while sink.start() runs in the kernel
+    viz.Dashboard(viz.Observed(stack, "pizzas-on-ice.json", connect_url=worker)).start()  # Apache's sink, watched
     viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000]).figure()
     plan = viz.frontier(viz.calibrate(stack), rate=400)      # the commit planner: latency vs files/day
 """
@@ -57,13 +58,14 @@ from sinklab.viz.frames import (
     table_record_times,
     visibility,
 )
+from sinklab.viz.observed import Observed
 from sinklab.viz.planner import Calibration, calibrate, frontier, plot_plan, recommend
 
 # Every figure shown in a notebook carries a PNG beside plotly's JSON (sinklab/viz/render.py).
 render.use()
 
 __all__ = [
-    "Calibration", "ControlLog", "Dashboard", "Exploration", "cadence", "calibrate", "combine", "commits",
+    "Calibration", "ControlLog", "Dashboard", "Exploration", "Observed", "cadence", "calibrate", "combine", "commits",
     "consumer_lag", "control_log", "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness",
     "frontier", "history", "lag_history", "latency_percentiles", "load_table", "maintenance_runs", "metadata_history",
     "pace", "plot_cadence", "plot_counters", "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness",

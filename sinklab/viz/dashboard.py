@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from sinklab.sink import IcebergSink, RemoteSink
+    from sinklab.viz.observed import Observed
 
 PANELS = ("snapshots", "cadence", "freshness", "lag", "files", "fan_out")
 TIME_CELLS = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]  # the grid's panels over time (all but fan-out's)
@@ -39,7 +40,8 @@ PANEL_HEIGHT = 330
 
 class Dashboard:
     """Status and six panels of one sink: snapshot history, commit cadence, freshness, consumer lag,
-    files per commit and fan-out; one colour per table in every panel.
+    files per commit and fan-out; one colour per table in every panel. The sink is one of this process's,
+    a remote one, or a connector another program runs (``Observed``: Apache's sink in a Connect worker).
 
     ``refresh()`` reads everything once and redraws (no browser needed: the data is in ``frames``,
     the panels in ``figures``, the figure shown in ``live``); ``start()`` refreshes every ``every_s``
@@ -48,8 +50,8 @@ class Dashboard:
     is that figure, as a ``go.Figure``.
     """
 
-    def __init__(self, sink: IcebergSink | RemoteSink, tables: Iterable[str] | None = None, every_s: float = 2.0,
-                 lag_samples: int = 500):
+    def __init__(self, sink: IcebergSink | RemoteSink | Observed, tables: Iterable[str] | None = None,
+                 every_s: float = 2.0, lag_samples: int = 500):
         self.sink = sink
         self.stack = sink.stack
         self.config = sink.config
