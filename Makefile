@@ -5,15 +5,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS_STAMP := $(VENV)/.jars
 REGISTRY_STAMP := $(VENV)/.schema-registry
+JAVA_SINK_STAMP := $(VENV)/.java-sink
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
 .PHONY: setup setup-all java tools test lint demo notebooks lab bench clean
 
-# What the demo needs; setup-all adds the schema registry, built from its jars (the tests start one).
+# What the demo needs; setup-all adds the schema registry, built from its jars (the tests start one), and
+# Apache's own Iceberg sink (the tests and notebook 11 run it beside sinklab).
 setup: $(STAMP) java $(JARS_STAMP)
 
-setup-all: setup $(REGISTRY_STAMP)
+setup-all: setup $(REGISTRY_STAMP) $(JAVA_SINK_STAMP)
 
 # The kernelspec `sinklab` (inside the venv) runs the notebooks on this venv's python, whatever other
 # Jupyter kernels the machine has.
@@ -34,6 +36,10 @@ $(JARS_STAMP): $(STAMP) sinklab/stack/jars.py | java
 $(REGISTRY_STAMP): $(JARS_STAMP) sinklab/stack/registry_build.py
 	$(VENV)/bin/sinklab jars fetch schema-registry
 	@touch $(REGISTRY_STAMP)
+
+$(JAVA_SINK_STAMP): $(JARS_STAMP)
+	$(VENV)/bin/sinklab jars fetch iceberg-connect
+	@touch $(JAVA_SINK_STAMP)
 
 # Spark 4.1 needs Java 17+; install the Debian JRE where it is missing and apt exists.
 java:
@@ -101,7 +107,7 @@ notebooks: setup-all tools
 		echo "   $$(( $$(date +%s) - start )) s"; \
 		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
 	done; \
-	echo "make notebooks: $$(( $$(date +%s) - all )) s for the ten$${shared:+, the shared stack's start included}"
+	echo "make notebooks: $$(( $$(date +%s) - all )) s for the eleven$${shared:+, the shared stack's start included}"
 
 lab: setup tools
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks

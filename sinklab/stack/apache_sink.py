@@ -169,25 +169,34 @@ def connector_config(stack: Stack, name: str, topic: str, table: str, interval_m
     """The Java sink on the stack's REST catalog, with sinklab's commit interval, into a table that
     exists (created beforehand with sinklab's schema, so both sinks write the same columns), on its
     default control topic and groups."""
-    config = {
+    return on_stack(stack, {
         "name": name,
-        "connector.class": CONNECTOR_CLASS,
         # One task per core, as sinklab reads with one task per core.
         "tasks.max": str(tasks or os.cpu_count() or 1),
         "topics": topic,
         "iceberg.tables": table,
         "iceberg.tables.auto-create-enabled": "false",
         "iceberg.catalog": stack.info.catalog_name,
+        "iceberg.control.commit.interval-ms": str(interval_ms),
+    })
+
+
+def on_stack(stack: Stack, config: dict[str, Any]) -> dict[str, str]:
+    """A connector's config (the seed's ``pizzas-on-ice.json``, say) for Apache's sink on the stack: its
+    connector class (the seed names Tabular's, which Apache's sink replaced), the stack's catalog and
+    broker; every other key as it is, as text (Connect's REST API takes strings)."""
+    out = {k: str(v) for k, v in config.items() if not k.startswith("iceberg.catalog.")}
+    out.update({
+        "connector.class": CONNECTOR_CLASS,
         "iceberg.catalog.type": "rest",
         "iceberg.catalog.uri": stack.info.catalog_uri,
         "iceberg.catalog.warehouse": stack.info.warehouse,
         **{f"iceberg.catalog.{k}": v for k, v in stack.info.catalog_properties.items()},
-        "iceberg.control.commit.interval-ms": str(interval_ms),
         "iceberg.kafka.bootstrap.servers": stack.bootstrap_servers,
-    }
+    })
     if stack.info.catalog_token:
-        config["iceberg.catalog.token"] = stack.info.catalog_token
-    return config
+        out["iceberg.catalog.token"] = stack.info.catalog_token
+    return out
 
 
 def scratch_dir(stack: Stack) -> Path:
