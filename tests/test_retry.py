@@ -262,3 +262,22 @@ def test_a_transactional_call_stuck_past_its_timeout_fails_as_kafka_away(monkeyp
     with pytest.raises(KafkaException):  # its own errors come through as they are
         channel.bounded("abort_transaction", 0.1, lambda: (_ for _ in ()).throw(
             KafkaException(KafkaError(KafkaError._TIMED_OUT))))
+
+
+def test_a_slow_first_cycle_is_not_idleness() -> None:
+    """``--until-idle N`` on a quiet topic: a first cycle that outlasts N (a driver starting) is not N
+    seconds of nothing new; the sink looks again before it stops."""
+    sink, made = flaky_sink([])
+    checks: list[float] = []
+
+    def slow_first() -> None:
+        checks.append(time.monotonic())
+        if len(checks) == 1:
+            time.sleep(0.5)
+        return None
+
+    coordinator = Flaky([])
+    coordinator.run_cycle = slow_first  # type: ignore[method-assign]
+    sink._connect = lambda: coordinator  # type: ignore[method-assign]
+    assert sink.run_until_idle(0.3) == 0
+    assert len(checks) >= 2  # it looked again after the slow one, and then found nothing for 0.3 s

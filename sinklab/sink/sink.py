@@ -259,21 +259,25 @@ class IcebergSink:
 
     def run_until_idle(self, idle_seconds: float) -> int:
         """Cycles at the sink's pace until ``idle_seconds`` pass with nothing new; returns cycles run.
-        Failed cycles are retried as in ``start``; time spent failing does not count as idle."""
-        idle_since = time.monotonic()
+        Failed cycles are retried as in ``start``; time spent failing does not count as idle, nor does
+        the first cycle's own time (a driver starting on a busy laptop is not a quiet topic): the idle
+        clock starts when a cycle ends."""
+        idle_since: float | None = None
         cycles = 0
         while not self._stop.is_set():
             began = time.monotonic()
             ok, result = self._attempt()
             if not ok:
                 self._stop.wait(self.retry_delay_s())
-                idle_since = time.monotonic()
+                idle_since = None
                 continue
             if result is not None:
                 cycles += 1
                 idle_since = time.monotonic()
-            elif time.monotonic() - idle_since >= idle_seconds:
-                break
+            else:
+                idle_since = time.monotonic() if idle_since is None else idle_since
+                if time.monotonic() - idle_since >= idle_seconds:
+                    break
             self._wait_for_next(began)
         return cycles
 
