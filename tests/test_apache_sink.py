@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 from faults import FaultProxy, publishes
 from helpers import produce, run_cli, sink_config, steady
 from pyiceberg.exceptions import NoSuchTableError
@@ -25,7 +27,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from sinklab.connect.report import sink_reports
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
-from sinklab.sink import IcebergSink, control, coordinator, keys
+from sinklab.sink import IcebergSink, control, coordinator, keys, takeover
 from sinklab.sink.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
@@ -277,6 +279,14 @@ def test_a_connector_taken_over_from_apaches_sink_keeps_every_record_once(
     if stopped == "killed-before-its-table-commit":
         # The commit Apache's sink never made is the one sinklab finished, in its first transaction.
         assert finished[0] > 0, finished
+    # Apache's coordinator's group moved to where the takeover read: a later start reads only what came since.
+    coordinator = takeover.committed(stack.admin(), f"connect-{name}-coord")
+    probe = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"probe-{unique}"})
+    try:
+        _, end = probe.get_watermark_offsets(KafkaPartition(APACHE_CONTROL_TOPIC, 0), timeout=10)
+    finally:
+        probe.close()
+    assert coordinator[APACHE_CONTROL_TOPIC][0] == end
 
 
 def snapshots(stack: Stack, table: str) -> int:

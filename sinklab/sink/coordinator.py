@@ -149,15 +149,17 @@ class Coordinator:
                                   self.planner.group_offsets(), [self._load(n) for n in config.tables])
         if inherited is None:
             return
-        commit_id, began = control.new_commit_id(), time.monotonic()
-        with self.channel.transaction(commit_id):
-            self.channel.start(control.CommitStart(config.name, commit_id, _now_ms()))
-            landed = [s for name in inherited.tables if (s := self._finish(inherited, name, commit_id)) is not None]
-            self.channel.complete(inherited.group_offsets,
-                                  inherited.event(commit_id, landed, int((time.monotonic() - began) * 1000)))
-        for s in landed:
-            log.warning("sink %s: finished Apache's sink's last commit on table %s: %d records in %d files",
-                        config.name, s.table, s.records, len(s.data_files))
+        if inherited.tables:
+            commit_id, began = control.new_commit_id(), time.monotonic()
+            with self.channel.transaction(commit_id):
+                self.channel.start(control.CommitStart(config.name, commit_id, _now_ms()))
+                landed = [s for n in inherited.tables if (s := self._finish(inherited, n, commit_id)) is not None]
+                self.channel.complete(inherited.group_offsets,
+                                      inherited.event(commit_id, landed, int((time.monotonic() - began) * 1000)))
+            for s in landed:
+                log.warning("sink %s: finished Apache's sink's last commit on table %s: %d records in %d files",
+                            config.name, s.table, s.records, len(s.data_files))
+        takeover.advance(self.channel.kafka_conf, config.group_id, inherited.read_to)
 
     def _finish(self, inherited: takeover.Inherited, name: str, commit_id: str) -> Staged | None:
         for _ in range(MAX_REPLANS):

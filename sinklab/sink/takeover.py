@@ -126,9 +126,10 @@ def apache_history(states: Iterable[TableState], group: str, coordinator_offsets
 
 
 def read_written(kafka_conf: Mapping[str, Any], topics: Iterable[str], group: str,
-                 start: Offsets) -> list[Written]:
+                 start: Offsets) -> tuple[list[Written], Offsets]:
     """The ``DATA_WRITTEN`` events of ``group`` on Apache's control ``topics``, committed ones only, from
-    ``start`` (where its coordinator finished; else each partition's beginning) to the end."""
+    ``start`` (where its coordinator finished; else each partition's beginning) to the end; and where
+    the read ended on each partition."""
     conf = {k: v for k, v in kafka_conf.items() if k != "bootstrap.servers"}
     found = []
     with TopicReader(kafka_conf["bootstrap.servers"], sorted(topics), start=start, **conf) as reader:
@@ -148,7 +149,7 @@ def read_written(kafka_conf: Mapping[str, Any], topics: Iterable[str], group: st
                     table_uuid=uuid_text(table_uuid) if table_uuid else None,
                     data_files=list(payload.get("data_files") or []),
                     delete_files=list(payload.get("delete_files") or [])))
-    return found
+        return found, reader.positions
 
 
 def pending_for(state: TableState, control_topic: str, written: Iterable[Written], group: str) -> Pending | None:
@@ -193,6 +194,7 @@ class Inherited:
     group: str
     group_offsets: Offsets
     written: list[Written]
+    read_to: Offsets  # where the read of Apache's control topics ended
     states: dict[str, TableState] = field(default_factory=dict)
 
     @property
@@ -228,9 +230,10 @@ class Inherited:
 
 def find(kafka_conf: Mapping[str, Any], sink: str, group: str, group_offsets: Offsets,
          states: Iterable[TableState]) -> Inherited | None:
-    """Apache's half-done commit on connector group ``group``, or None when the connector shows no sign
-    of having run on Apache's sink (``apache_history``) or nothing of it is pending. Waits for the group
-    to have no members first: Apache's tasks must be gone before sinklab commits the group's offsets."""
+    """Apache's half-done commit on connector group ``group`` (its ``tables`` empty when nothing of it is
+    pending), or None when the connector shows no sign of having run on Apache's sink
+    (``apache_history``). Waits for the group to have no members first: Apache's tasks must be gone
+    before sinklab commits the group's offsets."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"log_level": 4, **kafka_conf})
@@ -239,12 +242,32 @@ def find(kafka_conf: Mapping[str, Any], sink: str, group: str, group_offsets: Of
     if not topics:
         return None
     wait_group_empty(lambda: members(admin, group), group, sink)
-    written = read_written(kafka_conf, topics, group, coordinator)
-    if not written:
-        return None
-    log.info("sink %s: %d data-written events of Apache's sink on %s since its last complete commit; finishing "
-             "what the tables lack", sink, len(written), ", ".join(sorted(topics)))
-    return Inherited(sink, group, group_offsets, written)
+    written, read_to = read_written(kafka_conf, topics, group, coordinator)
+    if written:
+        log.info("sink %s: %d data-written events of Apache's sink on %s since its last complete commit; "
+                 "finishing what the tables lack", sink, len(written), ", ".join(sorted(topics)))
+    return Inherited(sink, group, group_offsets, written, read_to)
+
+
+def advance(kafka_conf: Mapping[str, Any], group: str, read_to: Offsets) -> None:
+    """Once the takeover's transaction committed (or there was nothing to finish): Apache's coordinator's
+    group (``<group>-coord``) moves to where the read ended, as that coordinator does after its own
+    commits. The next start then reads only what came since, and so does Apache's sink after a hand-back;
+    everything before is in the tables. Not needed for correctness: a failure is only logged."""
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    positions = [KafkaPartition(tp.topic, tp.partition, o) for tp, o in off.entries(read_to)]
+    if not positions:
+        return
+    consumer = Consumer({"log_level": 4, **kafka_conf, "group.id": f"{group}-coord", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=positions, asynchronous=False)
+    except KafkaException as exc:
+        log.warning("could not move group %s-coord past what the takeover read (%s): the next start reads it again",
+                    group, exc)
+    finally:
+        consumer.close()
 
 
 def stage(catalog: Catalog, state: TableState, pending: Pending, group: str, sink: str, commit_id: str,

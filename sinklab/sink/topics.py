@@ -113,6 +113,14 @@ class TopicReader:
             if cut and active and self._consumer is not None:  # the next read assigns them again where they stopped
                 self._unassign(list(active))
 
+    @property
+    def positions(self) -> Offsets:
+        """Where each partition read so far got to: the offset its next read starts at."""
+        out: Offsets = {}
+        for (topic, partition), offset in self._next.items():
+            out.setdefault(topic, {})[partition] = offset
+        return out
+
     def _unassign(self, keys: list[Key]) -> None:
         from confluent_kafka import TopicPartition as KafkaPartition
 

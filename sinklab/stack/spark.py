@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,6 +150,26 @@ def log_conf(log_file: Path) -> dict[str, str]:
     return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={config}"}
 
 
+@contextlib.contextmanager
+def _stderr_to(log_file: Path | None) -> Iterator[None]:
+    """The JVM that starts in the block writes its stderr to ``log_file``, not to this process's: the
+    launcher's own lines (``WARNING: Using incubator modules: jdk.incubator.vector``) come before log4j
+    and would be a notebook's first output. The child inherits file descriptor 2 as it is at its start;
+    this process's own is put back when the block ends."""
+    if log_file is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_file, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False,
                 log_file: Path | None = None) -> SparkSession:
     from pyspark import SparkContext
@@ -194,7 +214,8 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         logs["spark.driver.extraJavaOptions"] = f"{logs.get('spark.driver.extraJavaOptions', '')} {archive}".strip()
     for key, value in {**logs, **catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _stderr_to(log_file if logged else None):
+        spark = builder.getOrCreate()
     if not logged:
         # Spark's own console configuration: keep its chatter off a notebook's outputs.
         spark.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,25 @@
+"""A driver sinklab starts writes its JVM's own console lines to its log, not to the process's stderr
+(a notebook's kernel shares that stderr: every line would be a cell's output)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.spark
+def test_the_jvm_launchers_warning_goes_to_the_drivers_log(tmp_path: Path) -> None:
+    log = tmp_path / "spark.log"
+    code = ("import sys; from pathlib import Path; "
+            "from sinklab.stack.spark import SparkSettings, build_spark, stop_spark; "
+            f"s = build_spark(SparkSettings(master='local[1]'), {{}}, log_file=Path({str(log)!r})); "
+            "s.range(3).count(); print('after the start', file=sys.stderr); stop_spark(s)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Spark 4.1 runs its driver with jdk.incubator.vector, and the JVM says so on its stderr at start.
+    assert "Using incubator modules" in log.read_text()
+    assert "incubator" not in done.stderr, done.stderr
+    assert "after the start" in done.stderr  # the process's own stderr is back once the driver started
