@@ -234,8 +234,9 @@ def test_a_connector_taken_over_from_apaches_sink_keeps_every_record_once(
         theirs = connector_config(stack, name, unique, table, interval_ms=1000, tasks=1)
         theirs.update({"iceberg.tables.auto-create-enabled": "true",
                        "iceberg.catalog.uri": stack.info.catalog_uri.replace(catalog, proxy.address),
-                       # A killed task's consumer leaves the group when its session times out (45 s by default).
-                       "consumer.override.session.timeout.ms": "6000"})
+                       # A killed task's consumer leaves the group when its session times out (45 s by default),
+                       # and so does its coordinator's (its control topic's clients take iceberg.kafka.*).
+                       "consumer.override.session.timeout.ms": "6000", "iceberg.kafka.session.timeout.ms": "6000"})
         worker.add(theirs)
         wait_for("Apache's sink committed nothing", lambda: snapshots(stack, table) >= 3, worker, name)
         process = worker.process.popen
@@ -269,6 +270,16 @@ def test_a_connector_taken_over_from_apaches_sink_keeps_every_record_once(
             assert sink.status().state == "RUNNING", sink.status()
             assert time.monotonic() < deadline, f"{len(counts)} of {len(produced)} records in {table} after 120 s"
             time.sleep(0.5)
+        # Apache's coordinator's group moves to where the takeover read (as that coordinator does after a
+        # commit), so a later start reads only what came since; a killed coordinator's consumer holds the
+        # group until its session times out, and the sink tries again after each cycle meanwhile.
+        probe = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"probe-{unique}"})
+        try:
+            _, end = probe.get_watermark_offsets(KafkaPartition(APACHE_CONTROL_TOPIC, 0), timeout=10)
+        finally:
+            probe.close()
+        wait_for("the group -coord did not move to the control topic's end", lambda: takeover.committed(
+            stack.admin(), f"connect-{name}-coord").get(APACHE_CONTROL_TOPIC, {}).get(0) == end, None, name, 60)
     finally:
         sink.stop()
     assert by_apache > 0
@@ -279,14 +290,6 @@ def test_a_connector_taken_over_from_apaches_sink_keeps_every_record_once(
     if stopped == "killed-before-its-table-commit":
         # The commit Apache's sink never made is the one sinklab finished, in its first transaction.
         assert finished[0] > 0, finished
-    # Apache's coordinator's group moved to where the takeover read: a later start reads only what came since.
-    coordinator = takeover.committed(stack.admin(), f"connect-{name}-coord")
-    probe = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"probe-{unique}"})
-    try:
-        _, end = probe.get_watermark_offsets(KafkaPartition(APACHE_CONTROL_TOPIC, 0), timeout=10)
-    finally:
-        probe.close()
-    assert coordinator[APACHE_CONTROL_TOPIC][0] == end
 
 
 def snapshots(stack: Stack, table: str) -> int:

@@ -76,12 +76,16 @@ class Coordinator:
         self.stager = Stager(config, spark, catalog, kafka_conf)
         self._recovered: set[str] = set()
         self._taken_over = False
+        self._unadvanced: takeover.Inherited | None = None  # a takeover whose read Apache's group does not know yet
 
     def run_cycle(self) -> CycleResult | None:
         started = time.monotonic()
         if not self._taken_over:
             self._take_over()
             self._taken_over = True
+        elif self._unadvanced is not None and takeover.advance(self.channel.kafka_conf, self.config.group_id,
+                                                               self._unadvanced.read_to):
+            self._unadvanced = None
         configured = {name: self._load(name) for name in self.config.tables}
         plan = self.planner.plan(configured.values())
         if not plan.ranges:
@@ -159,7 +163,8 @@ class Coordinator:
             for s in landed:
                 log.warning("sink %s: finished Apache's sink's last commit on table %s: %d records in %d files",
                             config.name, s.table, s.records, len(s.data_files))
-        takeover.advance(self.channel.kafka_conf, config.group_id, inherited.read_to)
+        if not takeover.advance(self.channel.kafka_conf, config.group_id, inherited.read_to):
+            self._unadvanced = inherited
 
     def _finish(self, inherited: takeover.Inherited, name: str, commit_id: str) -> Staged | None:
         for _ in range(MAX_REPLANS):

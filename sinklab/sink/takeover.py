@@ -249,23 +249,26 @@ def find(kafka_conf: Mapping[str, Any], sink: str, group: str, group_offsets: Of
     return Inherited(sink, group, group_offsets, written, read_to)
 
 
-def advance(kafka_conf: Mapping[str, Any], group: str, read_to: Offsets) -> None:
+def advance(kafka_conf: Mapping[str, Any], group: str, read_to: Offsets) -> bool:
     """Once the takeover's transaction committed (or there was nothing to finish): Apache's coordinator's
     group (``<group>-coord``) moves to where the read ended, as that coordinator does after its own
     commits. The next start then reads only what came since, and so does Apache's sink after a hand-back;
-    everything before is in the tables. Not needed for correctness: a failure is only logged."""
+    everything before is in the tables. Not needed for correctness: False when it could not (a killed
+    coordinator's consumer is a member until its session times out), and the caller tries again later."""
     from confluent_kafka import Consumer, KafkaException
     from confluent_kafka import TopicPartition as KafkaPartition
 
     positions = [KafkaPartition(tp.topic, tp.partition, o) for tp, o in off.entries(read_to)]
     if not positions:
-        return
+        return True
     consumer = Consumer({"log_level": 4, **kafka_conf, "group.id": f"{group}-coord", "enable.auto.commit": False})
     try:
         consumer.commit(offsets=positions, asynchronous=False)
+        return True
     except KafkaException as exc:
-        log.warning("could not move group %s-coord past what the takeover read (%s): the next start reads it again",
-                    group, exc)
+        log.info("group %s-coord not moved past what the takeover read yet (%s); tried again after the next cycle",
+                 group, exc)
+        return False
     finally:
         consumer.close()
 
