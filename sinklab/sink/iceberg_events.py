@@ -7,6 +7,9 @@ each field a ``field-id``. Apache's sink decodes *every* record of its control t
 filters by group, and fails on one it cannot decode, a sinklab event among them; each of its classes
 also fails on a field it does not know, so nothing of sinklab's can ride in its events either. Hence
 sinklab's control topic of its own (docs/protocol.md, "Beside Apache's sink").
+
+Also the names of Apache's protocol that sinklab reads: its event types and its snapshot properties
+(``apache_log`` reads its commits for the workbench, ``takeover`` finishes its half-done commit).
 """
 
 from __future__ import annotations
