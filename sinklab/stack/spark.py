@@ -226,9 +226,11 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
 OUT_OF_MEMORY_EXIT = 52
 
 
-def driver_exit_status(wait_s: float = 5.0) -> int | None:
+def driver_exit_status(wait_s: float = 30.0) -> int | None:
     """The exit status of the driver JVM pyspark launched for this process, once it has exited (waiting
-    up to ``wait_s`` for it), or None while it runs or when there is none."""
+    up to ``wait_s`` for it), or None while it runs or when there is none. Asked once its gateway is gone:
+    a JVM out of memory runs Spark's shutdown hooks first, which took over 5 s on two busy cores (a
+    fresh-clone suite run named no setting then)."""
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)
