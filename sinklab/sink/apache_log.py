@@ -5,8 +5,8 @@ status read the pipeline a team already runs on Apache's sink as they read a sin
 
 One Apache commit is several events from several tasks; a ``commit-complete`` is made when its
 coordinator's commit-complete arrives, with a table for each commit-to-table, the files and records
-of that table's data-written events, and the source offsets and valid-through time of its
-data-complete events. A commit whose start came before the read began has no ``commit-start``.
+of that table's data-written events, the source offsets of its data-complete events, and the
+valid-through time its coordinator committed. A commit whose start came before the read began has no ``commit-start``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class _Commit:
     started_ms: int | None = None
     tables: dict[str, _Table] = field(default_factory=dict)
     offsets: Offsets = field(default_factory=dict)
-    vtts_ms: int | None = None
 
 
 class ApacheLog:
@@ -90,9 +89,6 @@ class ApacheLog:
             for a in payload.get("assignments") or []:
                 if a.get("offset") is not None:
                     off.put(commit.offsets, TopicPartition(a["topic"], a["partition"]), int(a["offset"]))
-                if a.get("timestamp") is not None:
-                    at = int(a["timestamp"]) // 1000
-                    commit.vtts_ms = at if commit.vtts_ms is None else min(commit.vtts_ms, at)
         elif kind == PayloadType.COMMIT_TO_TABLE:
             table = commit.tables.setdefault(table_name(payload["table_reference"]), _Table())
             table.snapshot_id = payload.get("snapshot_id")
@@ -110,8 +106,6 @@ class ApacheLog:
                                 offsets=commit.offsets, vtts_ms=vtts_ms, write_ms=0, commit_ms=0)
                     for n, t in landed.items()])
         return None
-
-
 
 
 def read_log(bootstrap_servers: str, topic: str, sink: str | None = None, timeout: float = 10.0,
