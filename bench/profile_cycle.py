@@ -4,7 +4,8 @@ Each stage is the sink's own code path cut short and run to Spark's ``noop`` sin
 nothing written), so the differences between rows are what each stage adds:
 
 1. read: the cycle's exact Kafka ranges through Spark's Kafka source (``reader.read_ranges``)
-2. + prepare: UTF-8 decoding, the JSON-object check, route and operation columns (``convert.prepare``)
+2. + prepare: UTF-8 decoding, route and operation columns (``convert.prepare``; one table's values are
+   checked to be JSON objects by the next stage's parse)
 3. + rows: the parse into the table's columns with their type checks (``convert.to_rows``)
 4. + write: the same rows as the table's Parquet files (Iceberg's writer), uncommitted
 5. Spark alone: the same values from text files, ``from_json`` into the table's types, Parquet
@@ -73,7 +74,7 @@ def main() -> None:
             return read_ranges(spark, kafka, ranges)
 
         def prepared():  # type: ignore[no-untyped-def]
-            return with_payload(prepare(raw(), False, [], None, None, None, None, None, None, False))
+            return with_payload(prepare(raw(), False, [], None, check_objects=False))  # as one table's cycle does
 
         def rows():  # type: ignore[no-untyped-def]
             return to_rows(prepared(), schema)

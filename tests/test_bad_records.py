@@ -87,6 +87,22 @@ def test_tolerance_none_stops_naming_the_record(stack: Stack, unique: str, kind:
         sink.stop()
 
 
+@pytest.mark.parametrize("kind", ["malformed-json", "not-an-object", "type-mismatch"])
+def test_one_table_without_routing_names_the_record(stack: Stack, unique: str, kind: str) -> None:
+    # Its values are parsed once, by the conversion into the table's columns, which also finds those
+    # that are no JSON object: the record and its kind are named as when they are checked first.
+    table = setup_table(stack, unique)
+    send(stack, unique, encoded(GOOD[:2]) + [BAD[kind]] + encoded(GOOD[2:]))
+    sink = IcebergSink(stack, sink_config(unique, [table]))
+    try:
+        with pytest.raises(RecordError) as info:
+            sink.run_once()
+        assert (info.value.topic, info.value.partition, info.value.offset, info.value.kind) == (unique, 0, 2, kind)
+        assert stack.spark.table(f"sinklab.{table}").count() == 0
+    finally:
+        sink.stop()
+
+
 @pytest.mark.parametrize("kind", ["no-table", "tombstone"])
 def test_tolerance_none_skips_and_counts(stack: Stack, unique: str, kind: str) -> None:
     table = setup_table(stack, unique)
@@ -204,6 +220,14 @@ def test_record_shapes_are_classified_like_the_parse_that_fills_columns(stack: S
     parsed = {r.offset: r.a for r in rows.select("offset", "a").collect()}
     assert sorted(parsed) == sorted(o for o, k in kinds.items() if k is None)
     assert parsed[texts.index('{"a": 1}')] == "1"
+    # Without prepare's own object check (one table), the rows' parse names the same kinds.
+    alone = with_payload(prepare(raw, False, [], None, check_objects=False))
+    passed = alone.where(F.col(ERROR).isNull())
+    later = {r.offset: r.kind for r in to_rows(passed, T.StructType([T.StructField("a", T.StringType())])).select(
+        "offset", error_kind(F.col(ERROR)).alias("kind")).collect()}
+    first = {r.offset: r.kind for r in alone.select("offset", error_kind(F.col(ERROR)).alias("kind")).collect()}
+    assert len(later) < len(texts)  # not vacuous: prepare still rejects what costs no parse
+    assert {texts[o]: later.get(o, k) for o, k in first.items()} == SHAPES
 
 
 # Values that Spark 4's ANSI mode turns from a null into a failed query when cast: each must stay one
@@ -305,3 +329,59 @@ def test_bad_values_stay_per_record_errors_under_ansi_mode(stack: Stack, unique:
     for offset, (column, _, bad) in enumerate(ANSI_BAD, start=1):
         message = letters[offset]["__connect.errors.exception.message"].decode()
         assert f"{column}: " in message and bad.strip('"')[:8] in message, (converter, column, message)
+
+
+# Values for each parsed-straight type: the one-parse path must give what the text path gives (the
+# value, or the error naming the field and why) for each, in a record of its own and beside others.
+ONE_PARSE_VALUES = {
+    "l": ["1", "-9223372036854775808", "9223372036854775808", '"12"', '""', "1.0", "1e3", "true", "null", '" 7 "'],
+    "i": ["2147483647", "2147483648", "-2147483649", '"5"', "[1]"],
+    "s": ["127", "128", "-129"],
+    "y": ["-128", "200", "255"],
+    "f": ["1.5", "1e39", "-3.5e38", "1e400", '"NaN"', '"2.5"', "3"],
+    "d": ["2.5", "1e400", '"Infinity"', '"1"', "{}", "7"],
+    "b": ["true", "false", '"true"', '"FALSE"', "1", '"yes"'],
+    "t": ['"x"', "5", "{\"a\": 1}", "[1, 2]", "null"],
+    "ts": ['"2024-01-04 12:28:13"', "1704371293000", '"no"'],
+}
+ONE_PARSE_SCHEMA = ("l BIGINT, i INT NOT NULL, s SMALLINT, y TINYINT, f FLOAT, d DOUBLE, b BOOLEAN, t STRING, "
+                    "ts TIMESTAMP")
+
+
+def test_one_parse_into_the_fields_types_gives_what_the_text_path_gives(stack: Stack) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sinklab.sink.columns import ERROR
+    from sinklab.sink.convert import convert, prepare, to_rows, with_payload
+    from sinklab.sink.reader import RAW_DDL
+
+    schema = T._parse_datatype_string(ONE_PARSE_SCHEMA)
+    assert isinstance(schema, T.StructType)
+    texts = ['{"i": 1, "l": 2, "b": true, "t": "x", "f": 1.25, "d": 0.5, "ts": 0}', '{"l": 3}',
+             '{"i": 1, "l": 1, "l": "x"}']
+    for name, values in ONE_PARSE_VALUES.items():
+        texts += [f'{{"i": 0, "{name}": {v}}}' if name != "i" else f'{{"i": {v}}}' for v in values]
+        texts += [f'{{"i": 3, "{name}": {v}, "t": "beside", "l": "bad"}}' if name != "i" else f'{{"i": {v}, "l": 9}}'
+                  for v in values]
+    raw = stack.spark.createDataFrame([("t", 0, n, 0, None, v.encode(), None) for n, v in enumerate(texts)], RAW_DDL)
+    records = with_payload(prepare(raw, False, [], None)).where(F.col(ERROR).isNull())
+    got = {r.offset: r for r in to_rows(records, schema).collect()}
+    # The text path: every field as its JSON text, each converted from it.
+    text = F.from_json("_payload", T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields]))
+    columns, errors = [], []
+    for field in schema.fields:
+        value, error = convert(text[field.name], field.dataType, field.name)
+        columns.append(value.alias(field.name))
+        errors.append(error)
+    errors.append(F.when(text["i"].isNull(), F.lit("missing-required: i: missing required field")))
+    joined = F.concat_ws("; ", *errors)
+    expected = records.select("offset", *columns, F.when(joined != "", joined).alias(ERROR))
+    want = {r.offset: r for r in expected.collect()}
+    assert sorted(got) == sorted(want) == list(range(len(texts)))
+    for offset, row in want.items():
+        assert {k: got[offset][k] for k in row.asDict()} == row.asDict(), texts[offset]
+    # Not vacuous: clean records, and each kind of error, are among them.
+    assert got[0][ERROR] is None and got[0]["i"] == 1 and got[0]["f"] == 1.25
+    kinds = {e.split(":")[0] for r in got.values() if (e := r[ERROR])}
+    assert {"type-mismatch", "out-of-range", "missing-required"} <= kinds

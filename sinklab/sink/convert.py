@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import decimal
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.sink.columns import (
+    CORRUPT,
     ERROR,
     KEY_SCHEMA_ID,
     KEY_TEXT,
@@ -50,6 +52,7 @@ INT_RE = r"^\s*-?[0-9]+\s*$"
 NUM_RE = r"^\s*-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\s*$"
 INT_BOUNDS = {T.ByteType: 2**7, T.ShortType: 2**15, T.IntegerType: 2**31}
 FLOAT_MAX = 3.4028234663852886e38
+DOUBLE_MAX = sys.float_info.max
 # Spark's timestamps and dates end at year 9999: a larger epoch value is out of range, not an overflow.
 MAX_EPOCH_MILLIS = 253402300799999
 MAX_EPOCH_DAYS = 2932896
@@ -164,10 +167,25 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
     raise TypeError(f"column {name}: sinklab cannot write Iceberg columns of Spark type {dtype.simpleString()}")
 
 
+def not_an_object(text: Column) -> Column:
+    """Why a JSON text is no object (malformed, or another JSON value); null for an object.
+
+    ``json_object_keys`` is null for anything but a JSON object, and the cheaper parse (it skips the
+    values that get_json_object copies out): the dearer check runs only for the texts it rejects."""
+    return F.when(F.json_object_keys(text).isNull(), F.when(
+        F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON")).otherwise(
+        F.coalesce(_not_braced(text), F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object"))))
+
+
+def _not_braced(text: Column) -> Column:
+    return F.when(F.substring(F.ltrim(text), 1, 1) != "{", F.concat(
+        F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(text, 1, 100)))
+
+
 def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
             cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
             framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
-            key_envelope: bool = False, cached: bool = False) -> DataFrame:
+            key_envelope: bool = False, cached: bool = False, check_objects: bool = True) -> DataFrame:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -211,14 +229,11 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
                                     f"({VALUE_SCHEMAS_ENABLE}=true)"))
     else:
         payload, schema = text, F.lit(None).cast("string")
-        # json_object_keys is null for anything but a JSON object, and is the cheaper parse (it skips the
-        # values that get_json_object copies out): the dearer check runs only for the records it rejects.
-        shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).when(
-            F.json_object_keys(text).isNotNull(), F.lit(None).cast("string")).when(
-            F.get_json_object(text, "$").isNull(), F.lit(f"{MALFORMED_JSON}: value is malformed JSON"))
-    first_char = F.substring(F.ltrim(payload), 1, 1)
-    shape = F.coalesce(shape, F.when(first_char != "{", F.concat(
-        F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(payload, 1, 100))))
+        # Unchecked (one table: the rows' parse checks), a value is still checked here when it does not
+        # open with a brace, which costs no parse of the others.
+        shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).otherwise(
+            not_an_object(text) if check_objects else F.when(_not_braced(text).isNotNull(), not_an_object(text)))
+    shape = F.coalesce(shape, _not_braced(payload))
     # Records to be cached leave out the payload when it is the value's text (``with_payload`` derives it
     # after the cache, which then holds the value once); uncached, the text is decoded once, here.
     as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
@@ -269,43 +284,110 @@ class RowColumns:
     that schema: building them is some thousand py4j round trips (~50 ms of a one-record cycle,
     measured), using them a few."""
 
-    computed: dict[str, Column]
+    computed: list[dict[str, Column]]  # each step's columns computed once per record (``parse_once``)
     select: list[Column]
 
 
+def parse_type(dtype: T.DataType) -> T.DataType:
+    """The type a top-level field is parsed into straight from the JSON: an integer as a long and a
+    float as a double (their ranges checked after), a boolean as itself, anything else as its JSON text
+    for ``convert`` (which reads dates, timestamps, decimals and nested values from their text)."""
+    if isinstance(dtype, T.LongType | T.IntegerType | T.ShortType | T.ByteType):
+        return T.LongType()
+    if isinstance(dtype, T.DoubleType | T.FloatType):
+        return T.DoubleType()
+    if isinstance(dtype, T.BooleanType):
+        return dtype
+    return T.StringType()
+
+
+def _in_range(value: Column, dtype: T.DataType) -> Column | None:
+    """Whether a parsed number fits ``dtype``; None when every parsed value does."""
+    bound = INT_BOUNDS.get(type(dtype))
+    if bound is not None:
+        return value.isNull() | value.between(-bound, bound - 1)
+    if isinstance(dtype, T.FloatType | T.DoubleType):
+        # 1e400 parses to infinity; as text it is no double at all.
+        return value.isNull() | (F.abs(value) <= (FLOAT_MAX if isinstance(dtype, T.FloatType) else DOUBLE_MAX))
+    return None
+
+
 def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_value: str | None = None) -> RowColumns:
+    """One parse of each value into the fields' types (``parse_type``). A record that parse cannot take
+    as it is (a field of another JSON type, a number out of its column's range) is parsed again as
+    text, and only such a record: ``convert`` then names each bad field and why. A clean record is
+    parsed once (measured in bench/README.md, "One parse into the table's types")."""
+    text_fields = T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields])
     if case_insensitive:
-        parsed = F.transform_keys(F.from_json("_payload", T.MapType(T.StringType(), T.StringType())),
+        parsed = F.transform_keys(F.from_json(PAYLOAD, T.MapType(T.StringType(), T.StringType())),
                                   lambda k, _: F.lower(k))
         raw_of = {f.name: F.col(PARSED)[f.name.lower()] for f in schema.fields}
+        computed = [{PARSED: parsed}]
+        typed: dict[str, Column] = {}
+        fast_path = F.lit(False)
     else:
-        parsed = F.from_json("_payload", T.StructType([T.StructField(f.name, T.StringType()) for f in schema.fields]))
-        raw_of = {f.name: F.col(PARSED)[f.name] for f in schema.fields}
-    computed = {PARSED: parsed}
+        typed_fields = T.StructType([T.StructField(f.name, parse_type(f.dataType)) for f in schema.fields]
+                                    + [T.StructField(CORRUPT, T.StringType())])
+        # JSON's NaN and Infinity (or their strings) are no number to a table: such records take the text path.
+        fast = F.from_json(PAYLOAD, typed_fields, {"columnNameOfCorruptRecord": CORRUPT,
+                                                   "allowNonNumericNumbers": "false"})
+        fits = [F.col(PARSED)[CORRUPT].isNull()] + [
+            ok for f in schema.fields if (ok := _in_range(F.col(PARSED)[f.name], f.dataType)) is not None]
+        # Not a computed column of its own: a clean record would pay a second generator's copy for a
+        # null (measured); the optimizer repeats the expression per use, and the parse runs only for
+        # the records that need it.
+        retyped = F.when(~_all(fits), F.from_json(PAYLOAD, text_fields))
+        computed = [{PARSED: fast}]
+        raw_of = {f.name: F.when(retyped.isNull(), F.col(PARSED)[f.name]).otherwise(retyped[f.name])
+                  for f in schema.fields if isinstance(parse_type(f.dataType), T.StringType)}
+        raw_of |= {f.name: retyped[f.name] for f in schema.fields if f.name not in raw_of}
+        typed = {f.name: F.col(PARSED)[f.name] for f in schema.fields
+                 if not isinstance(parse_type(f.dataType), T.StringType)}
+        fast_path = retyped.isNull()
     if any(isinstance(f.dataType, T.VariantType) for f in schema.fields):
-        computed[VARIANT] = F.try_parse_json(F.col(PAYLOAD))
+        computed[0][VARIANT] = F.try_parse_json(F.col(PAYLOAD))
     variant = F.col(VARIANT)
     values, errors = [], []
     for field in schema.fields:
         raw = raw_of[field.name]
+        present = raw.isNotNull()
         if isinstance(field.dataType, T.VariantType):
             raw = F.col(PAYLOAD) if field.name == whole_value else raw
             value = variant if field.name == whole_value else F.variant_get(variant, variant_path(field.name),
                                                                              "variant")
             error = F.when(F.col("value").isNotNull() & variant.isNull(),
                            _err(TYPE_MISMATCH, field.name, F.col(PAYLOAD), "does not parse as a VARIANT"))
+            present = raw.isNotNull()
         else:
             value, error = convert(raw, field.dataType, field.name)
+            if field.name in typed:
+                # Parsed straight into its type and in range: the text path's value, without its text.
+                parsed = typed[field.name]
+                value = F.when(fast_path, parsed.cast(field.dataType)).otherwise(value)
+                error = F.when(~fast_path, error)
+                present = F.when(fast_path, parsed.isNotNull()).otherwise(present)
         values.append(value.alias(field.name))
         errors.append(error)
         if not field.nullable:
             # A tombstone names only its row's ids (with_operation checks those): it deletes, it leaves nothing null.
-            errors.append(F.when(raw.isNull() & F.col("value").isNotNull(),
+            errors.append(F.when(~present & F.col("value").isNotNull(),
                                  F.lit(f"{MISSING_REQUIRED}: {field.name}: missing required field")))
     joined = F.concat_ws("; ", *errors)
+    error = F.when(joined != "", joined)
+    if not case_insensitive:
+        # A value the parse could not take at all is malformed or no object: ``prepare`` leaves that to
+        # this parse when it is the only one (check_objects=False), so that a record is parsed once.
+        error = F.coalesce(F.when(F.col(PARSED)[CORRUPT].isNotNull(), not_an_object(F.col(PAYLOAD))), error)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
     return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
-                                 F.when(joined != "", joined).alias(ERROR)])
+                                 error.alias(ERROR)])
+
+
+def _all(conditions: list[Column]) -> Column:
+    out = conditions[0]
+    for condition in conditions[1:]:
+        out = out & condition
+    return out
 
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
@@ -326,9 +408,9 @@ def variant_path(name: str) -> str:
     return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
-def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
+def parse_once(records: DataFrame, computed: list[dict[str, Column]]) -> DataFrame:
     """``records`` with each of ``computed`` (the parsed fields as PARSED, say) as a column, computed
-    once per record.
+    once per record; each step may use the columns of the steps before it.
 
     A projected column is not a computed value to the optimizer: it inlines the expression into
     every projection and filter that uses it (the ERROR filter included), and then prunes each
@@ -336,7 +418,9 @@ def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
     (17 times for a 7-column table, measured 4x slower). A generator's output is a barrier it
     does not cross: ``inline`` of a one-element array yields the row once, with the parse done.
     """
-    return records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in computed.items()]))))
+    for step in computed:
+        records = records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in step.items()]))))
+    return records
 
 
 class Observed:
