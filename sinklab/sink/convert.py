@@ -182,10 +182,33 @@ def _not_braced(text: Column) -> Column:
         F.lit(f"{NOT_AN_OBJECT}: value is not a JSON object: "), F.substring(text, 1, 100)))
 
 
-def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform], route_field: str | None,
-            cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
-            framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
-            key_envelope: bool = False, cached: bool = False, check_objects: bool = True) -> DataFrame:
+def prepare(raw_df: DataFrame, *args: Any, **kwargs: Any) -> DataFrame:
+    """``preparation(*args, **kwargs)`` applied to ``raw_df``: the records, prepared."""
+    return preparation(*args, **kwargs).apply(raw_df)
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """``prepare``'s expressions. Built once, they serve every cycle whose settings they were built for:
+    building them is some hundreds of py4j round trips (bench/README.md, "A cheap cycle")."""
+
+    select: list[Column]
+    transforms: list[Transform]
+    then: list[Column]  # over the selected (and transformed) columns: ROUTE and OP
+
+    def apply(self, raw_df: DataFrame) -> DataFrame:
+        out = raw_df.select(*self.select)
+        if self.transforms:
+            from sinklab.sink.transforms import apply_in_spark
+
+            out = apply_in_spark(out, self.transforms)
+        return out.select("*", *self.then)
+
+
+def preparation(schemas_enable: bool, transforms: list[Transform], route_field: str | None,
+                cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
+                framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
+                key_envelope: bool = False, cached: bool = False, check_objects: bool = True) -> Preparation:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -216,7 +239,7 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     if framed is not None:
         payload, schema, shape, schema_id = framed.columns()
         extra.append(schema_id.alias(SCHEMA_ID))
-        return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
+        return _finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
                        extra, key_text, key_error)
     text = utf8_text(F.col("value"))
     undecodable = F.col("value").isNotNull() & text.isNull()
@@ -237,13 +260,13 @@ def prepare(raw_df: DataFrame, schemas_enable: bool, transforms: list[Transform]
     # Records to be cached leave out the payload when it is the value's text (``with_payload`` derives it
     # after the cache, which then holds the value once); uncached, the text is decoded once, here.
     as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
-    return _finish(raw_df, payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
+    return _finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
                    key_text, key_error)
 
 
-def _finish(raw_df: DataFrame, payload: Column, schema: Column, shape: Column, transforms: list[Transform],
+def _finish(payload: Column, schema: Column, shape: Column, transforms: list[Transform],
             route_field: str | None, cdc_field: str | None, tombstone_ids: list[str] | None, as_came: bool,
-            extra: list[Column], key: Column, key_error: Column | None) -> DataFrame:
+            extra: list[Column], key: Column, key_error: Column | None) -> Preparation:
     tombstone = F.col("value").isNull()
     if key_error is not None:
         # A tombstone's key matters only to row-level tables (below); other sinks skip tombstones.
@@ -258,17 +281,14 @@ def _finish(raw_df: DataFrame, payload: Column, schema: Column, shape: Column, t
             f"{MISSING_REQUIRED}: a tombstone deletes the row its key names, and this key names none"))
         shape = F.when(tombstone, names_none if key_error is None else F.coalesce(key_error, names_none)
                        ).otherwise(shape)
-    out = raw_df.select(*META, "key", "value", "headers", *([] if as_came else [payload.alias(PAYLOAD)]),
-                        schema.alias("_schema"), shape.alias(ERROR), *extra)
-    if transforms:
-        from sinklab.sink.transforms import apply_in_spark
-
-        out = apply_in_spark(out, transforms)
+    select = [*[F.col(c) for c in (*META, "key", "value", "headers")], *([] if as_came else [payload.alias(PAYLOAD)]),
+              schema.alias("_schema"), shape.alias(ERROR), *extra]
     if not as_came:
         payload = F.col(PAYLOAD)
     route = F.get_json_object(payload, f"$.{route_field}") if route_field else F.lit(None).cast("string")
     op = F.get_json_object(payload, f"$.{cdc_field}") if cdc_field else F.lit(None).cast("string")
-    return out.withColumn(ROUTE, route).withColumn(OP, F.when(F.col("value").isNull(), F.lit("D")).otherwise(op))
+    return Preparation(select, list(transforms), [route.alias(ROUTE),
+                                                  F.when(F.col("value").isNull(), F.lit("D")).otherwise(op).alias(OP)])
 
 
 def with_payload(prepared: DataFrame) -> DataFrame:

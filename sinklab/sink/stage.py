@@ -29,8 +29,9 @@ from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, ROUTE, SCHEMA_I
 from sinklab.sink.convert import (
     BadRows,
     Observed,
+    Preparation,
     RowColumns,
-    prepare,
+    preparation,
     row_columns,
     to_rows,
     with_operation,
@@ -116,6 +117,8 @@ class Stager:
         self.catalog = catalog
         self.kafka_conf = kafka_conf
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
+        self._preparations: dict[tuple[bool, bool], Preparation] = {}  # by (cached, check_objects)
+        self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
         self.framed = _decoder(config.value_registry, "value")
         self.framed_key = _decoder(config.key_registry, "key")
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
@@ -277,9 +280,15 @@ class Stager:
     # ---- records
     def _prepare(self, raw: DataFrame, cached: bool = False, check_objects: bool = True) -> DataFrame:
         c = self.config
-        prepared = prepare(raw, c.schemas_enable, c.transforms, c.route_field, c.cdc_field,
-                           c.default_id_columns if c.row_level else None, self.framed, self.framed_key,
-                           c.key_envelope, cached, check_objects)
+        kept = self._preparations.get((cached, check_objects))
+        if kept is None:
+            kept = preparation(c.schemas_enable, c.transforms, c.route_field, c.cdc_field,
+                               c.default_id_columns if c.row_level else None, self.framed, self.framed_key,
+                               c.key_envelope, cached, check_objects)
+            # A registry's decoders change their expressions as they learn writer schemas: built anew each time.
+            if not self.decoders:
+                self._preparations[(cached, check_objects)] = kept
+        prepared = kept.apply(raw)
         return prepared.persist(StorageLevel.MEMORY_AND_DISK) if cached else prepared
 
     def _stats(self, prepared: DataFrame) -> dict[TopicPartition, Row]:
@@ -297,6 +306,9 @@ class Stager:
         """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
         writer schema ids, records no table takes, and the newest timestamp of each partition read
         only in part (the others' is the planning time, see ``_vtts``)."""
+        if self._metrics is not None and self._metrics[0] == tuple(lagging):
+            return self._metrics[1]
+
         def newest(tp: TopicPartition) -> Column:
             return F.max(F.when((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition),
                                 F.col("timestamp")))
@@ -307,6 +319,7 @@ class Stager:
         if self.config.route_field:
             good = F.col("value").isNotNull() & F.col(ERROR).isNull()
             metrics.append(F.sum((good & route.nowhere(self.config)).cast("int")).alias("nowhere"))
+        self._metrics = (tuple(lagging), metrics)
         return metrics
 
     def _learn(self, ids: dict[str, set[int]]) -> bool:
