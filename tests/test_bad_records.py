@@ -164,6 +164,33 @@ def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> Non
     assert complete["counters"]["type-mismatch"] == 1 and complete["counters"]["dead-lettered"] == len(letters)
 
 
+def test_fanned_out_every_malformed_record_is_dead_lettered_once(stack: Stack, unique: str) -> None:
+    # A record that goes to exactly one table is checked to be a JSON object by that table's parse; one
+    # that goes to several, or none, is checked before routing: each is one dead letter either way.
+    first = setup_table(stack, unique)
+    second = f"{unique}.t2"
+    stack.spark.sql(f"CREATE TABLE sinklab.{second} (id BIGINT NOT NULL, kind STRING, name STRING) USING iceberg")
+    dlq = f"{unique}-dlq"
+    malformed = [b'{"id": 1, "kind": "pizza", "name": ', b'{"id": 2, "kind": "pasta", "name": ', b'{"id": 3']
+    good = [{"id": 10, "kind": "pizza", "name": "p"}, {"id": 11, "kind": "pasta", "name": "q"},
+            {"id": 12, "kind": "dessert", "name": "r"}]
+    send(stack, unique, encoded(good[:1]) + malformed + encoded(good[1:]))
+    sink = IcebergSink(stack, sink_config(unique, [first, second], **{
+        "iceberg.tables.route-field": "kind", f"iceberg.table.{first}.route-regex": "pizza",
+        f"iceberg.table.{second}.route-regex": "pasta|pizza",
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.context.headers.enable": "true"}))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["malformed-json"] == 3 and result.counters["no-table"] == 1
+    kinds = [(letter["headers"]["__sinklab.errors.kind"], letter["value"]) for letter in dead_letters(stack, dlq)]
+    assert sorted(kinds) == sorted([(b"malformed-json", v) for v in malformed] + [(b"no-table", encoded(good)[2])])
+    assert sorted(r.id for r in stack.spark.table(f"sinklab.{first}").collect()) == [10]
+    assert sorted(r.id for r in stack.spark.table(f"sinklab.{second}").collect()) == [10, 11]
+
+
 def test_tolerance_all_needs_a_dead_letter_topic(unique: str) -> None:
     from sinklab.exceptions import ConfigError
     from sinklab.sink.config import load_config

@@ -195,6 +195,7 @@ class Preparation:
     select: list[Column]
     transforms: list[Transform]
     then: list[Column]  # over the selected (and transformed) columns: ROUTE and OP
+    last: Column | None = None  # ERROR again, over ROUTE: see ``preparation``'s check_objects
 
     def apply(self, raw_df: DataFrame) -> DataFrame:
         out = raw_df.select(*self.select)
@@ -202,13 +203,14 @@ class Preparation:
             from sinklab.sink.transforms import apply_in_spark
 
             out = apply_in_spark(out, self.transforms)
-        return out.select("*", *self.then)
+        out = out.select("*", *self.then)
+        return out if self.last is None else out.withColumn(ERROR, self.last)
 
 
 def preparation(schemas_enable: bool, transforms: list[Transform], route_field: str | None,
                 cdc_field: str | None = None, tombstone_ids: list[str] | None = None,
                 framed: FramedDecoder | None = None, framed_key: FramedDecoder | None = None,
-                key_envelope: bool = False, cached: bool = False, check_objects: bool = True) -> Preparation:
+                key_envelope: bool = False, cached: bool = False, check_objects: bool | Column = True) -> Preparation:
     """Record-level parsing, shared by every table: the payload's JSON text, its Connect schema,
     the route value, and ERROR for records no table could take (undecodable, malformed, not an object).
 
@@ -225,6 +227,11 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
     KEY_SCHEMA_ID its id, and a record whose key does not decode is bad, as Kafka Connect fails a
     record its key converter cannot read. With ``key_envelope`` a key in Connect's schema/payload
     envelope is its payload (KEY_TEXT); other keys are read as they are.
+
+    ``check_objects`` False leaves to the rows' parse (``row_columns``) to find the values that open
+    with a brace and are still no JSON object (malformed): checking them here costs a parse of every
+    value. A condition over ROUTE (a record goes to exactly one table) leaves it to the parse of that
+    table's rows only for the records it holds; the others are checked here.
     """
     extra: list[Column] = []
     key_text, key_error = utf8_text(F.col("key")), None
@@ -254,14 +261,19 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
         payload, schema = text, F.lit(None).cast("string")
         # Unchecked (one table: the rows' parse checks), a value is still checked here when it does not
         # open with a brace, which costs no parse of the others.
+        everywhere = check_objects is True
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).otherwise(
-            not_an_object(text) if check_objects else F.when(_not_braced(text).isNotNull(), not_an_object(text)))
+            not_an_object(text) if everywhere else F.when(_not_braced(text).isNotNull(), not_an_object(text)))
     shape = F.coalesce(shape, _not_braced(payload))
     # Records to be cached leave out the payload when it is the value's text (``with_payload`` derives it
     # after the cache, which then holds the value once); uncached, the text is decoded once, here.
     as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
-    return _finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
-                   key_text, key_error)
+    finished = _finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
+                       key_text, key_error)
+    if schemas_enable or isinstance(check_objects, bool):
+        return finished
+    last = F.coalesce(F.col(ERROR), F.when(F.col("value").isNotNull() & ~check_objects, not_an_object(text)))
+    return Preparation(finished.select, finished.transforms, finished.then, last)
 
 
 def _finish(payload: Column, schema: Column, shape: Column, transforms: list[Transform],

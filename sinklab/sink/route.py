@@ -59,6 +59,12 @@ def nowhere(config: SinkConfig) -> Column:
     return ~F.greatest(*conds, F.lit(0)).cast("boolean")
 
 
+def to_one_table(config: SinkConfig) -> Column:
+    """Whether static routing sends a record to exactly one of the tables."""
+    conds = [F.coalesce(table_condition(config, t), F.lit(False)).cast("int") for t in config.tables]
+    return sum(conds[1:], conds[0]) == 1
+
+
 def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
     if config.dynamic_enabled:
         return records.where(F.lower(F.trim(F.col(ROUTE))) == table)

@@ -117,7 +117,7 @@ class Stager:
         self.catalog = catalog
         self.kafka_conf = kafka_conf
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
-        self._preparations: dict[tuple[bool, bool], Preparation] = {}  # by (cached, check_objects)
+        self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
         self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
         self.framed = _decoder(config.value_registry, "value")
         self.framed_key = _decoder(config.key_registry, "key")
@@ -193,10 +193,13 @@ class Stager:
         # preparing them once per table cost 2.3x (measured, 3 tables).
         fanned_out = len(configured) > 1
         c = self.config
-        # One table's rows parse each value once into its columns, and that parse finds the values that
-        # are no JSON object too: prepare need not parse them first (bench/README.md, "One parse").
-        alone = not fanned_out and not c.route_field and not c.transforms and not c.schema_case_insensitive
-        prepared = self._prepare(raw, cached=fanned_out, check_objects=not alone)
+        # A table's rows parse each value once into its columns, and that parse finds the values that are
+        # no JSON object too: prepare need not parse them first (bench/README.md, "One parse"), unless a
+        # record goes to no table, or to several (it would be dead-lettered once per table).
+        checks: bool | Column = True
+        if not c.transforms and not c.schema_case_insensitive and not c.dynamic_enabled:
+            checks = route.to_one_table(c) if c.route_field else fanned_out
+        prepared = self._prepare(raw, cached=fanned_out, check_objects=checks)
         cycle.cached = prepared if fanned_out else None
         stats = Observed(prepared, *self._stat_metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
@@ -278,16 +281,18 @@ class Stager:
             self._bad_rows(two, name, checked)
 
     # ---- records
-    def _prepare(self, raw: DataFrame, cached: bool = False, check_objects: bool = True) -> DataFrame:
+    def _prepare(self, raw: DataFrame, cached: bool = False, check_objects: bool | Column = True) -> DataFrame:
         c = self.config
-        kept = self._preparations.get((cached, check_objects))
+        # A condition is the routing's, which does not change: one kind of key for it.
+        key = (cached, check_objects if isinstance(check_objects, bool) else None)
+        kept = self._preparations.get(key)
         if kept is None:
             kept = preparation(c.schemas_enable, c.transforms, c.route_field, c.cdc_field,
                                c.default_id_columns if c.row_level else None, self.framed, self.framed_key,
                                c.key_envelope, cached, check_objects)
             # A registry's decoders change their expressions as they learn writer schemas: built anew each time.
             if not self.decoders:
-                self._preparations[(cached, check_objects)] = kept
+                self._preparations[key] = kept
         prepared = kept.apply(raw)
         return prepared.persist(StorageLevel.MEMORY_AND_DISK) if cached else prepared
 
