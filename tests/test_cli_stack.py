@@ -72,3 +72,37 @@ def test_down_without_stack_is_a_clear_error(tmp_path: Path) -> None:
     result = sinklab("stack", "down", "--workdir", str(tmp_path))
     assert result.returncode == 1
     assert "no stack in" in result.stderr
+
+
+def test_a_terminated_script_stops_the_stack_it_started(tmp_path: Path) -> None:
+    # A script (a benchmark under `timeout`, a CI step cancelled) gets SIGTERM while its stack runs: the
+    # stack's `with` block still stops the broker, catalog and Connect server, which run in sessions
+    # of their own and would otherwise outlive it.
+    import signal
+    import time
+
+    from sinklab.stack.process import stop_pid
+
+    workdir = tmp_path / "stk"
+    script = ("import sys, time\nfrom sinklab.stack import Stack\n"
+              f"with Stack.embedded({str(workdir)!r}) as stack:\n"
+              f"    stack.write({str(tmp_path / 'stack.json')!r})\n"
+              "    print('up', flush=True)\n    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pids: dict[str, int] = {}
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        pids = StackInfo.model_validate_json((tmp_path / "stack.json").read_text()).pids
+        assert pids and all(pid_alive(pid) for pid in pids.values())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while any(pid_alive(pid) for pid in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [name for name, pid in pids.items() if pid_alive(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in pids.values():
+            stop_pid(pid)

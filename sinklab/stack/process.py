@@ -62,6 +62,20 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM unwind this process (``SystemExit``) instead of ending it on the spot, so that the
+    ``finally`` blocks and context managers that stop the servers it started run: a ``timeout``, a CI
+    job's cancel or a kernel shut down would otherwise leave them running in their own sessions (seen:
+    a benchmark stopped by ``timeout`` left its broker, catalog and Connect server). Only when no
+    handler is installed, and from the main thread (where Python runs handlers)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def stop_pid(pid: int, timeout: float = 10.0, group: bool = True) -> None:
     """SIGTERM, wait up to ``timeout``, then SIGKILL: the broker sometimes ignores SIGTERM under load.
 

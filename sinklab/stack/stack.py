@@ -18,7 +18,7 @@ from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
 from sinklab.stack.info import DEFAULT_CATALOG_NAME, STACK_FILE, STORAGES, StackInfo
-from sinklab.stack.process import free_port, pid_alive, port_free, stop_leader_first, stop_pid
+from sinklab.stack.process import free_port, pid_alive, port_free, stop_leader_first, stop_pid, unwind_on_sigterm
 from sinklab.stack.registry import EmbeddedRegistry, answers
 from sinklab.stack.s3 import EmbeddedS3, require_moto
 from sinklab.stack.spark import (
@@ -118,6 +118,7 @@ class Stack:
         if resume is not None and resume.brokers != nodes:
             raise ProcessError(f"the stack in {resume.workdir} has {resume.brokers} broker(s), not {nodes}; stop it "
                                f"and start it in another workdir to change that")
+        unwind_on_sigterm()  # a SIGTERM to this process still stops the servers it is about to start
         owned = None
         if workdir is None:
             owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
