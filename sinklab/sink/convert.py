@@ -1,8 +1,10 @@
 """Record values (JSON bytes) to rows of an Iceberg table, in Spark SQL.
 
-The table's schema is the source of truth. Every top-level field is first extracted as its raw JSON
-text; each column is then converted by its type, and a conversion that fails on a value that was
-there becomes a per-record error naming the column and the value, never a silent null.
+The table's schema is the source of truth. Each value is parsed once into the top-level fields, a
+number or boolean as itself, anything else as its JSON text that ``convert`` reads by the column's
+type (``row_columns``). A record that parse cannot take as it is is parsed again as text, where a
+conversion that fails on a value that was there becomes a per-record error naming the column and the
+value, never a silent null.
 """
 
 from __future__ import annotations
