@@ -4,6 +4,7 @@ and its final state left as a picture when it stops. Screenshots go to the test'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -178,7 +179,10 @@ def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             assert [json.dumps(o["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]).count("STOPPED")
                     for o in figures] == [1], outputs
         except BaseException:
-            shot(page, "failed")
+            # A screenshot of the failure, unless the page is too far gone to take one: then the failure
+            # itself is what the report shows, not the screenshot's own timeout (seen under a loaded machine).
+            with contextlib.suppress(Exception):
+                shot(page, "failed")
             raise
         finally:
             browser.close()
