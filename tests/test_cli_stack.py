@@ -101,8 +101,12 @@ def test_a_terminated_script_stops_the_stack_it_started(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert not [name for name, pid in pids.items() if pid_alive(pid)]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # failed before its SIGTERM: that still stops its stack, SIGKILL would not
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         for pid in pids.values():
             stop_pid(pid)
