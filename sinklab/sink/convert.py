@@ -318,7 +318,7 @@ class RowColumns:
     that schema: building them is some thousand py4j round trips (~50 ms of a one-record cycle,
     measured), using them a few."""
 
-    computed: list[dict[str, Column]]  # each step's columns computed once per record (``parse_once``)
+    computed: dict[str, Column]
     select: list[Column]
 
 
@@ -356,7 +356,7 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
         parsed = F.transform_keys(F.from_json(PAYLOAD, T.MapType(T.StringType(), T.StringType())),
                                   lambda k, _: F.lower(k))
         raw_of = {f.name: F.col(PARSED)[f.name.lower()] for f in schema.fields}
-        computed = [{PARSED: parsed}]
+        computed = {PARSED: parsed}
         typed: dict[str, Column] = {}
         fast_path = F.lit(False)
     else:
@@ -371,7 +371,7 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
         # null (measured); the optimizer repeats the expression per use, and the parse runs only for
         # the records that need it.
         retyped = F.when(~_all(fits), F.from_json(PAYLOAD, text_fields))
-        computed = [{PARSED: fast}]
+        computed = {PARSED: fast}
         raw_of = {f.name: F.when(retyped.isNull(), F.col(PARSED)[f.name]).otherwise(retyped[f.name])
                   for f in schema.fields if isinstance(parse_type(f.dataType), T.StringType)}
         raw_of |= {f.name: retyped[f.name] for f in schema.fields if f.name not in raw_of}
@@ -379,7 +379,7 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
                  if not isinstance(parse_type(f.dataType), T.StringType)}
         fast_path = retyped.isNull()
     if any(isinstance(f.dataType, T.VariantType) for f in schema.fields):
-        computed[0][VARIANT] = F.try_parse_json(F.col(PAYLOAD))
+        computed[VARIANT] = F.try_parse_json(F.col(PAYLOAD))
     variant = F.col(VARIANT)
     values, errors = [], []
     for field in schema.fields:
@@ -442,9 +442,9 @@ def variant_path(name: str) -> str:
     return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
-def parse_once(records: DataFrame, computed: list[dict[str, Column]]) -> DataFrame:
+def parse_once(records: DataFrame, computed: dict[str, Column]) -> DataFrame:
     """``records`` with each of ``computed`` (the parsed fields as PARSED, say) as a column, computed
-    once per record; each step may use the columns of the steps before it.
+    once per record.
 
     A projected column is not a computed value to the optimizer: it inlines the expression into
     every projection and filter that uses it (the ERROR filter included), and then prunes each
@@ -452,9 +452,7 @@ def parse_once(records: DataFrame, computed: list[dict[str, Column]]) -> DataFra
     (17 times for a 7-column table, measured 4x slower). A generator's output is a barrier it
     does not cross: ``inline`` of a one-element array yields the row once, with the parse done.
     """
-    for step in computed:
-        records = records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in step.items()]))))
-    return records
+    return records.select("*", F.inline(F.array(F.struct(*[c.alias(name) for name, c in computed.items()]))))
 
 
 class Observed:
