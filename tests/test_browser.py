@@ -4,7 +4,6 @@ and its final state left as a picture when it stops. Screenshots go to the test'
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -120,8 +119,15 @@ def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
     shots: list[Path] = []
 
     def shot(page: object, name: str) -> None:
+        # A screenshot is for the reader, never what decides the test: under a loaded machine a
+        # plotly page's full-page shot outlasted Playwright's 30 s (CI, stop 47), so it is the
+        # viewport, bounded, and a shot not taken is said, not raised.
         path = OUTPUT / f"{len(shots) + 1:02d}-{name}.png"
-        page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+        try:
+            page.screenshot(path=str(path), timeout=15_000)  # type: ignore[attr-defined]
+        except Exception as e:  # noqa: BLE001 - see above
+            print(f"screenshot {name} not taken: {type(e).__name__}")
+            return
         shots.append(path)
 
     with sync_playwright() as pw:
@@ -179,10 +185,8 @@ def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
             assert [json.dumps(o["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]).count("STOPPED")
                     for o in figures] == [1], outputs
         except BaseException:
-            # A screenshot of the failure, unless the page is too far gone to take one: then the failure
-            # itself is what the report shows, not the screenshot's own timeout (seen under a loaded machine).
-            with contextlib.suppress(Exception):
-                shot(page, "failed")
+            # A screenshot of the failure; shot() never raises, so the failure is what the report shows.
+            shot(page, "failed")
             raise
         finally:
             browser.close()
