@@ -184,6 +184,19 @@ class SinkConfig(BaseModel):
         # Stable per sink name: a newer instance's init_transactions fences an older one.
         return f"sinklab-{self.name}"
 
+    def shareable(self) -> str:
+        """What a reader of the sink's tables may learn of it (``sinklab.fresh`` converts a table's Kafka tail
+        with it): this config as JSON without what may hold credentials or is the sink's own business
+        (the catalog's and Kafka's client settings, a registry's user info, maintenance, notes)."""
+        data = self.model_dump(mode="json", exclude=PRIVATE_FIELDS)
+        for side in ("value_registry", "key_registry"):
+            if data.get(side):
+                data[side]["user_info"] = None
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+PRIVATE_FIELDS = {"catalog_properties", "kafka_properties", "maintenance_keys", "notes"}
+
 
 def _bool(key: str, value: Any) -> bool:
     if isinstance(value, bool):

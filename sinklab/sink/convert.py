@@ -519,3 +519,12 @@ def with_operation(rows: DataFrame, ids: list[str], cdc_field: str | None) -> Da
     id_errors = [F.when(F.col(c).isNull(), F.lit(f"{MISSING_REQUIRED}: {c}: the row id is missing")) for c in ids]
     joined = F.concat_ws("; ", F.col(ERROR), op_error, *id_errors)
     return rows.withColumn(OP, op).withColumn(ERROR, F.when(joined != "", joined))
+
+
+def newest_changes(rows: DataFrame, ids: list[str]) -> DataFrame:
+    """Each id's last change of ``rows``, in (partition, offset) order: what a commit applies of them."""
+    from pyspark.sql import Window
+
+    newest = Window.partitionBy(*ids).orderBy(F.col("partition").desc(), F.col("offset").desc())
+    return rows.withColumn("_sinklab_rank", F.row_number().over(newest)).where("_sinklab_rank = 1").drop(
+        "_sinklab_rank")

@@ -67,13 +67,14 @@ def source_options(kafka_conf: dict[str, Any], ranges: list[OffsetRange], tasks:
 
 
 def read_ranges(spark: SparkSession, kafka_conf: dict[str, Any], ranges: list[OffsetRange],
-                timeout_s: float = 60.0) -> DataFrame:
+                timeout_s: float = 60.0, parallelism: int | None = None) -> DataFrame:
     """A DataFrame of the raw records in ``ranges`` (``RAW_DDL``). Transaction markers and aborted
     records occupy offsets but are not returned; a range's end must not pass the partition's last
-    stable offset (the coordinator plans ends under read_committed)."""
+    stable offset (the coordinator plans ends under read_committed). ``parallelism``: the session's
+    cores, for a Spark Connect client (which cannot ask its server's SparkContext)."""
     from pyspark.sql import functions as F
 
-    tasks = task_count(ranges, spark.sparkContext.defaultParallelism)
+    tasks = task_count(ranges, parallelism or spark.sparkContext.defaultParallelism)
     reader = spark.read.format("kafka").option("kafkaConsumer.pollTimeoutMs", str(int(timeout_s * 1000)))
     for key, value in source_options(kafka_conf, ranges, max(tasks, 1)).items():
         reader = reader.option(key, value)

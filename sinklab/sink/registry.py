@@ -20,7 +20,7 @@ import requests
 from pydantic import BaseModel
 
 from sinklab.exceptions import ConfigError, RegistryError
-from sinklab.sink import avro, jsonschema
+from sinklab.sink import avro, jsonschema, keys
 from sinklab.sink.errors import UNDECODABLE
 
 if TYPE_CHECKING:
@@ -223,3 +223,14 @@ class FramedDecoder:
             text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as {name} with schema id "),
                                     schema_id.cast("string")))
         return text, connect, error, schema_id
+
+
+def decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:
+    """The decoder of a converter's registry settings (None: not a registry's converter)."""
+    if settings is None:
+        return None
+    if not settings.registry_url:
+        raise ConfigError(keys.converter_key(side, keys.REGISTRY_URL), "the converter needs the schema registry's URL "
+                          "(or a stack with one: `sinklab stack up --schema-registry`)")
+    return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
+                         settings.subject_strategy, side)

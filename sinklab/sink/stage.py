@@ -15,15 +15,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.exceptions import ConfigError, RecordError, TableMissing, TableUnfit
-from sinklab.sink import dlq, keys, route
+from sinklab.exceptions import RecordError, TableMissing, TableUnfit
+from sinklab.sink import dlq, keys, registry, route
 from sinklab.sink import offsets as off
 from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, ROUTE, SCHEMA_ID
 from sinklab.sink.convert import (
@@ -42,16 +42,16 @@ from sinklab.sink.evolve import evolve, new_field
 from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.reader import read_ranges
 from sinklab.sink.recovery import not_yet_recorded
-from sinklab.sink.registry import FramedDecoder, RegistryClient, RegistrySettings
 from sinklab.sink.tables import (
     COMMIT_ID_PROP,
     OFFSETS_PROP,
+    SETTINGS_PREFIX,
     SINK_PROP,
     VTTS_PROP,
     TableState,
     all_optional,
     create_table,
-    ensure_wap,
+    ensure_properties,
     identifier,
     infer_schema,
     partition_schema,
@@ -119,8 +119,9 @@ class Stager:
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
         self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
         self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
-        self.framed = _decoder(config.value_registry, "value")
-        self.framed_key = _decoder(config.key_registry, "key")
+        self._shareable = config.shareable()
+        self.framed = registry.decoder(config.value_registry, "value")
+        self.framed_key = registry.decoder(config.key_registry, "key")
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
 
     def stage(self, plan: Plan, commit_id: str, configured: dict[str, TableState],
@@ -406,7 +407,8 @@ class Stager:
                 raise TableMissing(f"table {state.name} was not found after creating it", sink=c.name,
                                    table=state.name)
         assert state.table is not None
-        ensure_wap(state.table, ROW_LEVEL_PROPS if c.row_level else {})
+        ensure_properties(state.table, {**(ROW_LEVEL_PROPS if c.row_level else {}),
+                                        SETTINGS_PREFIX + c.name: self._shareable})
         if c.row_level and state.table.format_version < 2:
             raise TableUnfit(keys.TABLES_UPSERT_MODE_ENABLED if c.upsert_mode else keys.TABLES_CDC_FIELD,
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
@@ -527,13 +529,3 @@ def _vtts(plan: Plan, newest: dict[TopicPartition, int | None]) -> int:
 def record_bytes() -> Column:
     """The records' size as the sink reads them from Kafka (keys and values): what sinklab.commit.max-bytes counts."""
     return F.sum(F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))
-
-
-def _decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:
-    if settings is None:
-        return None
-    if not settings.registry_url:
-        raise ConfigError(keys.converter_key(side, keys.REGISTRY_URL), "the converter needs the schema registry's URL "
-                          "(or a stack with one: `sinklab stack up --schema-registry`)")
-    return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
-                         settings.subject_strategy, side)

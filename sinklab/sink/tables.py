@@ -24,6 +24,9 @@ SINK_PROP = "sinklab.sink"
 OFFSETS_PROP = "sinklab.offsets"
 COMMIT_ID_PROP = "sinklab.commit-id"
 VTTS_PROP = "sinklab.vtts"
+# A table property per sink that writes the table: its shareable settings (SinkConfig.shareable), so a
+# fresh read (sinklab.fresh) converts the table's Kafka tail as that sink does, with no config at hand.
+SETTINGS_PREFIX = "sinklab.settings."
 # How far back through snapshots of other writers (compaction, users) to look for our last commit.
 MAX_ANCESTORS = 1000
 
@@ -70,9 +73,10 @@ def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offset
     return {}
 
 
-def ensure_wap(table: Table, extra: dict[str, str]) -> None:
-    """Row-level changes are staged through ``spark.wap.branch``, which Iceberg only honours with WAP enabled;
-    ``extra`` are properties the sink's writes need too (merge-on-read for row-level changes)."""
+def ensure_properties(table: Table, extra: dict[str, str]) -> None:
+    """The table's properties the sink needs, set in one commit when one differs: WAP (row-level changes
+    are staged through ``spark.wap.branch``, which Iceberg only honours with WAP enabled) and ``extra``
+    (merge-on-read for row-level changes, the sink's shareable settings)."""
     wanted = {"write.wap.enabled": "true", **extra}
     if any(table.properties.get(k) != v for k, v in wanted.items()):
         with table.transaction() as txn:

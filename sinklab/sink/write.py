@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.snapshots import Snapshot
 
+from sinklab.sink.convert import newest_changes
 from sinklab.sink.tables import TableState, identifier, quote
 
 if TYPE_CHECKING:
@@ -184,12 +185,8 @@ def write_changes(spark: SparkSession, catalog: Catalog, catalog_name: str, stat
     Only the last change per id counts, in (partition, offset) order; deletes are written
     merge-on-read (position deletes), and a row whose partition value changes moves.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     assert state.table is not None
-    latest = Window.partitionBy(*ids).orderBy(F.col("partition").desc(), F.col("offset").desc())
-    changes = rows.withColumn("_sinklab_rank", F.row_number().over(latest)).where("_sinklab_rank = 1")
+    changes = newest_changes(rows, ids)
     columns = [c for c in rows.columns if c not in ("topic", "partition", "offset", "timestamp", op_column)]
     view = f"sinklab_changes_{stage.replace('-', '_')}"
     changes.select(*columns, op_column).createOrReplaceTempView(view)
