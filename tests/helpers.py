@@ -8,16 +8,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Producer
 
 from sinklab.generators import pizza_events, produce_json
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
+
+if TYPE_CHECKING:
+    from sinklab.fresh import FreshRead
 
 
 def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -124,3 +127,47 @@ def steady(stack: Stack, topic: str, per_second: int) -> Iterator[list[str]]:
         stop.set()
         thread.join()
         assert producer.flush(30) == 0
+
+
+class KafkaLog:
+    """Every record of a topic up to a watermark, read with a plain consumer (read_committed), kept as
+    read: what a fresh read (sinklab.fresh) up to that watermark must hold."""
+
+    def __init__(self, stack: Stack, topic: str):
+        from sinklab.sink.topics import TopicReader
+
+        self.reader = TopicReader(stack.bootstrap_servers, topic)
+        self.values: list[dict[str, Any] | None] = []
+
+    def upto(self, watermark: dict[str, dict[int, int]]) -> list[dict[str, Any] | None]:
+        for batch in self.reader.read(until=watermark, timeout=30):
+            for m in batch:
+                value = m.value()
+                try:
+                    self.values.append(json.loads(value) if value is not None else None)
+                except ValueError:
+                    self.values.append({"_bad": value})
+        return self.values
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def fresh_reads(stack: Stack, table: str, kafka: KafkaLog, expected: Callable[[list[Any]], list[str]],
+                column: str = "order_id", reads: int = 3) -> list[FreshRead]:
+    """``reads`` fresh reads of ``table``, about a second apart: each holds exactly ``expected`` of Kafka up
+    to its watermark, none twice."""
+    from sinklab import fresh
+
+    done = []
+    for _ in range(reads):
+        read = fresh.read(stack, table)
+        got = sorted(r[0] for r in read.df.select(column).collect())
+        want = sorted(expected(kafka.upto(read.watermark)))
+        assert len(got) == len(set(got)), f"duplicates in a fresh read of {table} at snapshot {read.snapshot_id}"
+        missing, extra = set(want) - set(got), set(got) - set(want)
+        assert got == want, (f"fresh read of {table} at snapshot {read.snapshot_id}, tail {read.tail_offsets}: "
+                             f"{len(missing)} missing, {len(extra)} not in Kafka up to {read.watermark}")
+        done.append(read)
+        time.sleep(1)
+    return done

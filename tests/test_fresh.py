@@ -20,14 +20,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from helpers import produce_raw, sink_config, steady
+from helpers import KafkaLog, fresh_reads, produce_raw, sink_config, steady
 
 from sinklab import fresh
 from sinklab.exceptions import ConfigError, TableMissing
 from sinklab.fresh.snapshot_and_tail import tail_starts
 from sinklab.sink import IcebergSink
 from sinklab.sink.offsets import TopicPartition
-from sinklab.sink.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 
@@ -46,28 +45,6 @@ def test_a_tail_starts_past_the_snapshot_and_the_group_and_where_the_sink_would_
     assert tail_starts([c], {}, {}, low, high, "latest") == {"t": {2: 70}}
     # Clamped to what the broker has: retention trimmed b below the snapshot's mark? never past the end.
     assert tail_starts([b], {"t": {1: 60}}, {}, low, high, "earliest") == {"t": {1: 50}}
-
-
-# ---- what Kafka holds up to a read's watermark
-class Kafka:
-    """Every record of a topic up to a watermark, read with a plain consumer (read_committed), kept as read."""
-
-    def __init__(self, stack: Stack, topic: str):
-        self.reader = TopicReader(stack.bootstrap_servers, topic)
-        self.values: list[dict[str, Any] | None] = []
-
-    def upto(self, watermark: dict[str, dict[int, int]]) -> list[dict[str, Any] | None]:
-        for batch in self.reader.read(until=watermark, timeout=30):
-            for m in batch:
-                value = m.value()
-                try:
-                    self.values.append(json.loads(value) if value is not None else None)
-                except ValueError:
-                    self.values.append({"_bad": value})
-        return self.values
-
-    def close(self) -> None:
-        self.reader.close()
 
 
 def wait_for_table(stack: Stack, table: str, timeout: float = 180) -> None:
@@ -92,23 +69,6 @@ def running(stack: Stack, config: dict[str, Any]) -> Iterator[IcebergSink]:
         assert sink.status().state != "FAILED", sink.status().trace
 
 
-def check_reads(stack: Stack, table: str, kafka: Kafka, expected: Callable[[list[Any]], list[str]],
-                column: str = "order_id", reads: int = READS) -> list[fresh.FreshRead]:
-    """``reads`` fresh reads, about a second apart: each holds exactly ``expected`` of Kafka up to its watermark."""
-    done = []
-    for _ in range(reads):
-        read = fresh.read(stack, table)
-        got = sorted(r[0] for r in read.df.select(column).collect())
-        want = sorted(expected(kafka.upto(read.watermark)))
-        assert len(got) == len(set(got)), f"duplicates in a fresh read of {table} at snapshot {read.snapshot_id}"
-        missing, extra = set(want) - set(got), set(got) - set(want)
-        assert got == want, (f"fresh read of {table} at snapshot {read.snapshot_id}, tail {read.tail_offsets}: "
-                             f"{len(missing)} missing, {len(extra)} not in Kafka up to {read.watermark}")
-        done.append(read)
-        time.sleep(1)
-    return done
-
-
 def test_fresh_reads_under_a_sink_committing_every_second_hold_every_record_once(stack: Stack, unique: str) -> None:
     """Fanned out to two tables by a route field, with a record no table can take: each table's fresh read
     holds its own records up to the watermark, once, and counts the bad record as left out."""
@@ -119,7 +79,7 @@ def test_fresh_reads_under_a_sink_committing_every_second_hold_every_record_once
         "iceberg.table." + tables[0] + ".route-regex": "[0-9]|[1-4][0-9]",
         "iceberg.table." + tables[1] + ".route-regex": "[5-9][0-9]|100",
         "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{unique}-dlq"})
-    kafka = Kafka(stack, unique)
+    kafka = KafkaLog(stack, unique)
 
     def routed(north: bool) -> Callable[[list[Any]], list[str]]:
         return lambda vs: [v["order_id"] for v in vs if v and "_bad" not in v and (v["store_id"] < 50) == north]
@@ -128,14 +88,14 @@ def test_fresh_reads_under_a_sink_committing_every_second_hold_every_record_once
         with steady(stack, unique, 300), running(stack, config):
             for table in tables:
                 wait_for_table(stack, table)
-            north = check_reads(stack, tables[0], kafka, routed(True))
-            check_reads(stack, tables[1], kafka, routed(False), reads=2)
+            north = fresh_reads(stack, tables[0], kafka, routed(True), reads=READS)
+            fresh_reads(stack, tables[1], kafka, routed(False), reads=2)
         # The sink committed meanwhile, and the reads caught it between snapshots with a tail to add.
         assert len({r.snapshot_id for r in north}) > 1 and any(r.tail_offsets > 0 for r in north)
         # A record no table can take, in the tail of both (the sink stopped): left out of each, and counted.
         produce_raw(stack, unique, [b'{"order_id": "bad", "store_id": '])
         for table, north_side in zip(tables, (True, False), strict=True):
-            last = check_reads(stack, table, kafka, routed(north_side), reads=1)[-1]
+            last = fresh_reads(stack, table, kafka, routed(north_side), reads=1)[-1]
             assert last.left_out() == 1 and last.tail_offsets > 0
     finally:
         kafka.close()
@@ -147,7 +107,7 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
     config = tmp_path / "sink.json"
     config.write_text(json.dumps(sink_config(unique, **{"iceberg.control.commit.interval-ms": "1000"})))
     table = f"{unique}.pizzas"
-    kafka = Kafka(stack, unique)
+    kafka = KafkaLog(stack, unique)
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "sinklab.cli", "sink", "run", "--config", str(config),
@@ -162,12 +122,12 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
             proc = start()
             try:
                 wait_for_table(stack, table)
-                check_reads(stack, table, kafka, ids, reads=3)
+                fresh_reads(stack, table, kafka, ids, reads=3)
                 os.killpg(proc.pid, signal.SIGKILL)  # mid-cycle or between: wherever it is
                 proc.wait(30)
             finally:
                 stop_pid(proc.pid)
-            down = check_reads(stack, table, kafka, ids, reads=3)  # nothing commits: the tail grows
+            down = fresh_reads(stack, table, kafka, ids, reads=3)  # nothing commits: the tail grows
             assert len({r.snapshot_id for r in down}) == 1 and down[-1].tail_offsets > down[0].tail_offsets
             proc = start()
             try:
@@ -175,7 +135,7 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
                 while fresh.read(stack, table).snapshot_id == down[-1].snapshot_id:
                     assert time.monotonic() < deadline, "the restarted sink committed nothing in 120 s"
                     time.sleep(0.5)
-                check_reads(stack, table, kafka, ids, reads=3)
+                fresh_reads(stack, table, kafka, ids, reads=3)
             finally:
                 stop_pid(proc.pid)
     finally:
@@ -214,7 +174,7 @@ def test_a_fresh_read_of_a_cdc_table_applies_its_tail_as_the_next_commit_would(s
                 rows[v["id"]] = v["version"]
         return [f"{k}:{n}" for k, n in rows.items()]
 
-    kafka = Kafka(stack, unique)
+    kafka = KafkaLog(stack, unique)
     thread = threading.Thread(target=changes)
     thread.start()
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from helpers import produce, produce_raw, run_cli
+from helpers import KafkaLog, fresh_reads, produce, produce_raw, run_cli, steady
 
 from sinklab.exceptions import ProcessError
 from sinklab.sink import IcebergSink, RecordError, RemoteSinkError, open_sink
@@ -81,6 +81,17 @@ def test_two_clients_of_one_spark_connect_server_each_get_their_own_sink_and_set
         assert state["connector"]["worker_id"] == info.connect_url.removeprefix("http://")
         assert seen["south"]["status"] == "STOPPED" and seen["south"]["cycles"] >= 1
         assert requests.get(f"{info.connect_url}/sinklab/sinks", timeout=10).json() == ["south"]
+
+        # Fresh reads from a Spark Connect client (no py4j on the read path) while the connector commits
+        # each second under a steady stream, with the settings it keeps on its table: each read holds every
+        # record up to its watermark, once.
+        kafka = KafkaLog(client, "north")
+        try:
+            with steady(client, "north", 200):
+                reads = fresh_reads(client, "clients.north", kafka, lambda vs: [v["order_id"] for v in vs if v])
+        finally:
+            kafka.close()
+        assert all(r.sink == "north" for r in reads) and len({r.snapshot_id for r in reads}) > 1
 
         # A record the server's sink cannot convert is raised in the client, as its class, named.
         client.create_topic("garbled", partitions=1)
