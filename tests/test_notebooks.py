@@ -36,7 +36,8 @@ NOISE = re.compile(r"\b(WARN|ERROR|INFO)\b [\w.$]+:|log4j|NativeCodeLoader|Setti
 # the suite's time budget. Notebooks not named here run with their defaults.
 SMALL: dict[str, dict[str, object]] = {
     "01-pizzas-on-ice": {"count": 2000, "rate": 1000},
-    "02-commit-interval": {"intervals_ms": [1000, 3000], "count": 1200, "rate": 400},
+    "02-commit-interval": {"intervals_ms": [1000, 3000], "count": 1200, "rate": 400, "fresh_interval_ms": 8000,
+                           "fresh_seconds": 12},
     "04-exactly-once": {"back_after_s": 3},
     "09-maintenance": {"cycles": 5, "small_files": 3},
 }

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from pyiceberg.exceptions import NoSuchTableError
-from pyspark.errors import PySparkNotImplementedError
+from pyspark.errors import PySparkAttributeError
 from pyspark.sql import functions as F
 
 from sinklab.exceptions import ConfigError, SinkError, TableMissing
@@ -90,8 +90,8 @@ def read(stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | P
         raise ConfigError(None, f"sink {cfg.name} does not write table {table} (its tables: "
                           f"{', '.join(cfg.tables) or 'none'})")
     kafka_conf = stack.kafka_config()  # as the sink on the stack reads
-    consumer = Consumer({"log_level": 4, **kafka_conf, "group.id": cfg.group_id, "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+    consumer = Consumer({**kafka_conf, "logger": stack.client_logger(), "log_level": 4, "group.id": cfg.group_id,
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
         planner = Planner(cfg, consumer, stack.bootstrap_servers, KAFKA_TIMEOUT_S)
         partitions = planner.source_partitions()
@@ -245,5 +245,5 @@ def _cores(spark: SparkSession, ranges: list[OffsetRange]) -> int:
     per partition read."""
     try:
         return int(spark.sparkContext.defaultParallelism)
-    except PySparkNotImplementedError:
+    except PySparkAttributeError:
         return len(ranges)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from sinklab import fresh
 from sinklab.viz import figures, frames, render
 
 if TYPE_CHECKING:
@@ -51,8 +52,12 @@ class Dashboard:
     """
 
     def __init__(self, sink: IcebergSink | RemoteSink | Observed, tables: Iterable[str] | None = None,
-                 every_s: float = 2.0, lag_samples: int = 500):
+                 every_s: float = 2.0, lag_samples: int = 500, fresh: bool = False):
         self.sink = sink
+        # Each refresh also counts a fresh read of each table (sinklab.fresh: a Spark job per table), drawn
+        # beside the committed rows: the table steps at each commit, the fresh count follows the stream.
+        self.fresh = fresh
+        self._fresh: list[dict[str, Any]] = []
         self.stack = sink.stack
         self.config = sink.config
         self.every_s = every_s
@@ -107,19 +112,26 @@ class Dashboard:
             self._lag = self._lag[-self.lag_samples:]
             lag = pd.concat(self._lag, ignore_index=True)
             now = pd.Timestamp.now(tz="UTC")
+            if self.fresh:
+                for t in sorted(set(snaps["table"])):
+                    rows = fresh.read(self.stack, t, config).df.count()
+                    self._fresh.append({"at": pd.Timestamp.now(tz="UTC"), "table": t, "rows": rows})
+            fresh_frame = pd.DataFrame(self._fresh, columns=["at", "table", "rows"]) if self.fresh else None
             interval = config.commit_interval_ms
             self.frames = {
                 "snapshots": snaps, "commits": commit_frame, "cycles": cycle_frame, "lag": lag,
+                **({"fresh": fresh_frame} if fresh_frame is not None else {}),
                 "cadence": frames.cadence(snaps, interval, sink=config.name),
                 "freshness": frames.freshness(snaps, now, sink=config.name),
                 "maintenance": frames.maintenance_runs(self.stack, log=log),
             }
             # Building plotly figures costs CPU the sink's driver shares: only what changed is redrawn.
             version = (len(log), tuple(snaps["snapshot_id"]))
-            redraw = {"freshness", "lag"} if version == self._version and self.figures else set(PANELS)
+            redraw = ({"freshness", "lag", *(["snapshots"] if self.fresh else [])}
+                      if version == self._version and self.figures else set(PANELS))
             self._version = version
             make = {
-                "snapshots": lambda: figures.plot_snapshots(snaps),
+                "snapshots": lambda: figures.plot_snapshots(snaps, fresh=fresh_frame),
                 "cadence": lambda: figures.plot_cadence(self.frames["cadence"], interval, cycle_frame=cycle_frame),
                 "freshness": lambda: figures.plot_freshness(self.frames["freshness"]),
                 "lag": lambda: figures.plot_lag(lag),

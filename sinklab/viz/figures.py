@@ -60,13 +60,16 @@ def _kib(n: float) -> str:
     return f"{n / 1024:,.1f} KiB"
 
 
-def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.Figure:
+def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history", fresh: pd.DataFrame | None = None
+                   ) -> go.Figure:
     """Rows in each table over time, one marker per snapshot (hover: records, files, bytes, offsets).
 
-    Sink commits are circles; other writers' snapshots (compaction, a user's DELETE) are crosses.
+    Sink commits are circles; other writers' snapshots (compaction, a user's DELETE) are crosses. With
+    ``fresh`` (``at``, ``table``, ``rows``: counts of fresh reads, ``sinklab.fresh``), a dotted line per
+    table beside its steps: what a fresh read returned at each moment.
     """
     fig = _figure(title, "visible at (UTC)", "rows in the table")
-    palette = colors(series(snaps))
+    palette = colors(sorted({*series(snaps), *(fresh["table"] if fresh is not None else [])}))
     for table, group in snaps.groupby(series(snaps), sort=True):
         by_sink = group["sink"].notna().to_numpy()
         custom = np.column_stack([
@@ -84,7 +87,13 @@ def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history") -> go.F
                            "%{customdata[4]})<br>by %{customdata[7]}, commit %{customdata[6]}<br>"
                            "offsets:<br>%{customdata[5]}<extra></extra>"),
         ))
-    integer_axis(fig, snaps["total_records"])
+    if fresh is not None:
+        for table, group in fresh.groupby("table", sort=True):
+            fig.add_trace(go.Scatter(
+                x=group["at"], y=group["rows"], mode="lines", name=f"{table} (fresh read)", legendgroup=str(table),
+                line={"color": palette[str(table)], "dash": "dot"},
+                hovertemplate="<b>%{fullData.name}</b><br>%{x}<br>rows %{y:,}<extra></extra>"))
+    integer_axis(fig, [*snaps["total_records"], *(fresh["rows"] if fresh is not None else [])])
     return fig
 
 
