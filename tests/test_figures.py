@@ -72,6 +72,14 @@ def test_counts_get_whole_ticks_and_series_one_colour_and_one_legend_entry() -> 
     assert history.data[0].name == "a.t" and files.data[0].name == "a.t: files"  # the panels keep their names
     assert grid.layout.yaxis.title.text == "rows in the table"
 
+    # Fresh counts beside the committed steps: a dotted line per table, in the table's colour.
+    counts = pd.DataFrame({"at": stamps(1, 2, 3), "table": ["a.t"] * 3, "rows": [2, 40, 70]})
+    both = figures.plot_snapshots(snaps, fresh=counts)
+    dotted = [t for t in both.data if t.line.dash == "dot"]
+    assert [(t.name, t.line.color, list(t.y)) for t in dotted] == [
+        ("a.t (fresh read)", figures.PALETTE[0], [2, 40, 70])]
+    assert both.layout.yaxis.dtick is None  # 70 rows: no tick per row
+
 
 def test_every_figure_carries_a_picture() -> None:
     fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
