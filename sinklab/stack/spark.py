@@ -132,8 +132,13 @@ def connect_session(url: str) -> SparkSession:
 
     Spark Connect's own builder, not ``SparkSession.builder.remote``: that one refuses a client in a
     process that also runs a driver (a kernel with a sink of its own), which the client never touches."""
+    from pyspark import SparkContext
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
+    if SparkContext._active_spark_context is None:
+        # pyspark.sql.functions builds Spark Connect's expressions only in a process it knows for a client
+        # (this variable, which the generic builder sets); with a driver here, they stay the driver's.
+        os.environ.setdefault("SPARK_CONNECT_MODE_ENABLED", "1")
     return RemoteSparkSession.builder.remote(url).create()
 
 
