@@ -51,21 +51,22 @@ KAFKA_TIMEOUT_S = 30.0
 @dataclass
 class FreshRead:
     """``df``: the table at ``snapshot_id`` plus every record of its sink's source partitions from
-    ``snapshot_offsets`` up to ``watermark`` (each partition's next offset on both sides), converted
-    and routed as the sink does; records the sink could not write are left out (``left_out``)."""
+    ``tail_from`` up to ``watermark`` (per partition; every record before ``tail_from`` that the table
+    takes is in the snapshot), converted and routed as the sink does; records the sink could not write
+    are left out (``left_out``)."""
 
     df: DataFrame
     table: str
     sink: str
     snapshot_id: int | None
-    snapshot_offsets: Offsets
+    tail_from: Offsets
     watermark: Offsets
     _bad: DataFrame | None  # None: no tail
 
     @property
     def tail_offsets(self) -> int:
         """Offsets between the snapshot and the watermark (transaction markers and aborted records occupy some)."""
-        return sum(max(0, end - off.get(self.snapshot_offsets, tp, end)) for tp, end in off.entries(self.watermark))
+        return sum(max(0, end - off.get(self.tail_from, tp, end)) for tp, end in off.entries(self.watermark))
 
     def left_out(self) -> int:
         """Records of the tail for this table that the sink would not write (bad, or to its dead-letter
@@ -118,7 +119,7 @@ def read(stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | P
             newest.where(F.col(OP) != "D").select(*snapshot.columns))
     else:
         df = snapshot.unionByName(rows.select(*snapshot.columns))
-    return FreshRead(df, table, cfg.name, state.snapshot_id, state.offsets, off.of(high), bad)
+    return FreshRead(df, table, cfg.name, state.snapshot_id, starts, off.of(high), bad)
 
 
 def view(stack: Stack, table: str, name: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,
