@@ -30,7 +30,7 @@ from sinklab.sink.offsets import TopicPartition
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 
-READS = 6
+READS = 4
 
 
 # ---- where a tail starts (pure)
@@ -122,12 +122,12 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
             proc = start()
             try:
                 wait_for_table(stack, table)
-                fresh_reads(stack, table, kafka, ids, reads=3)
+                fresh_reads(stack, table, kafka, ids, reads=2)
                 os.killpg(proc.pid, signal.SIGKILL)  # mid-cycle or between: wherever it is
                 proc.wait(30)
             finally:
                 stop_pid(proc.pid)
-            down = fresh_reads(stack, table, kafka, ids, reads=3)  # nothing commits: the tail grows
+            down = fresh_reads(stack, table, kafka, ids, reads=2)  # nothing commits: the tail grows
             assert len({r.snapshot_id for r in down}) == 1 and down[-1].tail_offsets > down[0].tail_offsets
             proc = start()
             try:
@@ -135,7 +135,7 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
                 while fresh.read(stack, table).snapshot_id == down[-1].snapshot_id:
                     assert time.monotonic() < deadline, "the restarted sink committed nothing in 120 s"
                     time.sleep(0.5)
-                fresh_reads(stack, table, kafka, ids, reads=3)
+                fresh_reads(stack, table, kafka, ids, reads=2)
             finally:
                 stop_pid(proc.pid)
     finally:
