@@ -109,13 +109,15 @@ def phase_fresh(stack: Stack, payloads: Path, rate: float, interval_s: float, se
     reads: list[Query] = []
     plain: list[Query] = []
     try:
-        while not stack.catalog.table_exists(tuple(table.split("."))):
+        while not stack.catalog.table_exists(tuple(table.split("."))) or stack.catalog.load_table(
+                tuple(table.split("."))).current_snapshot() is None:  # the first commit: the sink's settings are there
             time.sleep(0.2)
         began = time.monotonic()
         i = 0
+        reader = fresh.Reader(stack, table, spark=spark)
         while producer.is_alive():
             t0 = time.monotonic()
-            read = fresh.read(stack, table, spark=spark)
+            read = reader.read()
             top_stores(read.df)
             reads.append(Query(time.time() * 1000, time.monotonic() - t0, read.tail_offsets,
                                {p: n for _, parts in read.watermark.items() for p, n in parts.items()}))
@@ -127,6 +129,7 @@ def phase_fresh(stack: Stack, payloads: Path, rate: float, interval_s: float, se
             i += 1
             time.sleep(max(0.0, every_s - (time.monotonic() - t0)))
         ran_s = time.monotonic() - began
+        reader.close()
         producer.join()
         wait_committed(stack, sink, topic, table, interval_s + 120)
     finally:

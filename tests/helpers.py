@@ -155,19 +155,20 @@ class KafkaLog:
 
 def fresh_reads(stack: Stack, table: str, kafka: KafkaLog, expected: Callable[[list[Any]], list[str]],
                 column: str = "order_id", reads: int = 3) -> list[FreshRead]:
-    """``reads`` fresh reads of ``table``, about a second apart: each holds exactly ``expected`` of Kafka up
-    to its watermark, none twice."""
+    """``reads`` fresh reads of ``table`` by one ``fresh.Reader`` (each converts what arrived since the last),
+    about a second apart: each holds exactly ``expected`` of Kafka up to its watermark, none twice."""
     from sinklab import fresh
 
     done = []
-    for _ in range(reads):
-        read = fresh.read(stack, table)
-        got = sorted(r[0] for r in read.df.select(column).collect())
-        want = sorted(expected(kafka.upto(read.watermark)))
-        assert len(got) == len(set(got)), f"duplicates in a fresh read of {table} at snapshot {read.snapshot_id}"
-        missing, extra = set(want) - set(got), set(got) - set(want)
-        assert got == want, (f"fresh read of {table} at snapshot {read.snapshot_id}, tail {read.tail_offsets}: "
-                             f"{len(missing)} missing, {len(extra)} not in Kafka up to {read.watermark}")
-        done.append(read)
-        time.sleep(1)
+    with fresh.Reader(stack, table) as reader:
+        for _ in range(reads):
+            read = reader.read()
+            got = sorted(r[0] for r in read.df.select(column).collect())
+            want = sorted(expected(kafka.upto(read.watermark)))
+            assert len(got) == len(set(got)), f"duplicates in a fresh read of {table} at snapshot {read.snapshot_id}"
+            missing, extra = set(want) - set(got), set(got) - set(want)
+            assert got == want, (f"fresh read of {table} at snapshot {read.snapshot_id}, tail {read.tail_offsets}: "
+                                 f"{len(missing)} missing, {len(extra)} not in Kafka up to {read.watermark}")
+            done.append(read)
+            time.sleep(1)
     return done

@@ -183,11 +183,12 @@ def test_a_fresh_read_of_a_cdc_table_applies_its_tail_as_the_next_commit_would(s
     try:
         with running(stack, config):
             wait_for_table(stack, table)
-            for _ in range(4):
-                read = fresh.read(stack, table)
-                got = sorted(f"{r.id}:{r.version}" for r in read.df.select("id", "version").collect())
-                assert got == sorted(replay(kafka.upto(read.watermark))), f"at snapshot {read.snapshot_id}"
-                time.sleep(1)
+            with fresh.Reader(stack, table) as reader:
+                for _ in range(4):
+                    read = reader.read()
+                    got = sorted(f"{r.id}:{r.version}" for r in read.df.select("id", "version").collect())
+                    assert got == sorted(replay(kafka.upto(read.watermark))), f"at snapshot {read.snapshot_id}"
+                    time.sleep(1)
         assert stack.catalog.load_table((unique, "pizzas")).format_version == version
     finally:
         stop.set()

@@ -12,6 +12,6 @@ whatever the sink is doing meanwhile. docs/fresh-reads.md tells the whole guaran
     fresh.view(stack, "rpc.pizzas", "pizzas_fresh")  # then: SELECT ... FROM pizzas_fresh
 """
 
-from sinklab.fresh.snapshot_and_tail import FreshRead, read, view
+from sinklab.fresh.snapshot_and_tail import FreshRead, Reader, read, view
 
-__all__ = ["FreshRead", "read", "view"]
+__all__ = ["FreshRead", "Reader", "read", "view"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from pyiceberg.exceptions import NoSuchTableError
 from pyspark.errors import PySparkAttributeError
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError, SinkError, TableMissing
 from sinklab.sink import offsets as off
@@ -32,6 +34,7 @@ from sinklab.sink.convert import newest_changes, preparation, row_columns, to_ro
 from sinklab.sink.offsets import OffsetRange, Offsets, TopicPartition
 from sinklab.sink.plan import Planner
 from sinklab.sink.reader import read_ranges
+from sinklab.sink.registry import FramedDecoder
 from sinklab.sink.tables import SETTINGS_PREFIX, TableState, identifier, load_state, quote
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ log = logging.getLogger("sinklab.fresh")
 # A pin is tried again when the table moved between its two loads (a commit landed in between); this
 # many moves in a row mean something commits without pause.
 MAX_PINS = 20
+# A Reader's cached tail pieces past this many are merged into one: a union of a few is planned fast.
+MAX_PIECES = 8
 KAFKA_TIMEOUT_S = 30.0
 
 
@@ -74,52 +79,187 @@ class FreshRead:
         return self._bad.count() if self._bad is not None else 0
 
 
-def read(stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,
-         sink: str | None = None, spark: SparkSession | None = None) -> FreshRead:
-    """``table`` as its sink committed it plus what the sink has read of Kafka's committed records
-    but not yet committed, each record once.
+class Reader:
+    """Fresh reads of one table, again and again: each converts only the records that arrived since the
+    last one (the tail converted so far is kept in Spark's cache, the part the sink has committed since
+    dropped), so a read every half second costs the new records, not the whole tail (bench/README.md,
+    "Fresh reads"). ``read()`` pins anew each time. Close it (or use ``with``) to free the cache.
 
     ``config``: the sink's config (as ``IcebergSink`` takes it); without it, the settings the sink keeps
     on the table (``sinklab.settings.<sink>``, no credentials in them), of ``sink`` when several sinks
     write the table. ``spark``: the session that reads (the stack's by default, a classic session or a
-    Spark Connect client)."""
-    spark = spark or stack.spark
-    given = config if isinstance(config, SinkConfig) or config is None else load_config(config)
-    loaded = _load(stack.catalog, table, given.name if given is not None else sink)
-    cfg = _settings(loaded, table, given, sink, stack)
-    if not cfg.dynamic_enabled and table not in cfg.tables:
-        raise ConfigError(None, f"sink {cfg.name} does not write table {table} (its tables: "
-                          f"{', '.join(cfg.tables) or 'none'})")
-    kafka_conf = stack.kafka_config()  # as the sink on the stack reads
-    consumer = Consumer({**kafka_conf, "logger": stack.client_logger(), "log_level": 4, "group.id": cfg.group_id,
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    try:
+    Spark Connect client). ``cache`` False keeps nothing between reads (``fresh.read``, one read)."""
+
+    def __init__(self, stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,
+                 sink: str | None = None, spark: SparkSession | None = None, cache: bool = True):
+        self.stack, self.table, self.cache = stack, table, cache
+        self.spark = spark or stack.spark
+        given = config if isinstance(config, SinkConfig) or config is None else load_config(config)
+        self._given, self._sink = given, sink
+        self.config: SinkConfig | None = None  # the sink's, found at the first read (the table must be there)
+        self._pieces: list[_Piece] = []  # the tail converted so far, in the order read
+        self._schema = ""  # of the snapshot the pieces were converted into: another schema converts anew
+        self._consumer: Consumer | None = None
+        self._decoders: list[FramedDecoder] = []
+        self._framed: tuple[FramedDecoder | None, FramedDecoder | None] = (None, None)
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._drop(self._pieces)
+        self._pieces = []
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def read(self) -> FreshRead:
+        stack, table = self.stack, self.table
+        catalog = stack.catalog
+        if self.config is None:
+            loaded = _load(catalog, table, self._given.name if self._given is not None else self._sink)
+            cfg = self.config = _settings(loaded, table, self._given, self._sink, stack)
+            if not cfg.dynamic_enabled and table not in cfg.tables:
+                raise ConfigError(None, f"sink {cfg.name} does not write table {table} (its tables: "
+                                  f"{', '.join(cfg.tables) or 'none'})")
+            self._framed = (registry.decoder(cfg.value_registry, "value"), registry.decoder(cfg.key_registry, "key"))
+            self._decoders = [d for d in self._framed if d is not None]
+            self._consumer = Consumer({**stack.kafka_config(), "logger": stack.client_logger(), "log_level": 4,
+                                       "group.id": cfg.group_id, "enable.auto.commit": False,
+                                       "isolation.level": "read_committed"})
+        cfg, consumer = self.config, self._consumer
+        assert consumer is not None
         planner = Planner(cfg, consumer, stack.bootstrap_servers, KAFKA_TIMEOUT_S)
         partitions = planner.source_partitions()
-        state, group = _pin(stack.catalog, planner, cfg, table, partitions)
+        state, group = _pin(catalog, planner, cfg, table, partitions)
         low, high = {}, {}
         for tp in partitions:  # the last stable offsets: the consumer reads committed
             low[tp], high[tp] = consumer.get_watermark_offsets(KafkaPartition(*tp), timeout=KAFKA_TIMEOUT_S,
                                                                cached=False)
-    finally:
-        consumer.close()
-    starts = tail_starts(partitions, state.offsets, group, off.of(low), off.of(high), cfg.auto_offset_reset)
-    ranges = [OffsetRange(tp.topic, tp.partition, off.get(starts, tp), high[tp]) for tp in partitions
-              if high[tp] > off.get(starts, tp)]
-    target = f"{stack.info.catalog_name}.{quote(table)}"
-    snapshot = (spark.sql(f"SELECT * FROM {target} VERSION AS OF {state.snapshot_id}")
-                if state.snapshot_id is not None else spark.table(target).where(F.lit(False)))
-    rows, bad = _tail(spark, stack, cfg, table, state, snapshot, kafka_conf, ranges)
-    if rows is None or bad is None:
-        df, bad = snapshot, None
-    elif cfg.row_level:  # as the next commit applies them: each id's newest change, a delete removes the row
-        ids = _ids(cfg, table, state)
-        newest = newest_changes(rows, ids)
-        df = snapshot.join(newest.select(*ids), on=ids, how="left_anti").unionByName(
-            newest.where(F.col(OP) != "D").select(*snapshot.columns))
-    else:
-        df = snapshot.unionByName(rows.select(*snapshot.columns))
-    return FreshRead(df, table, cfg.name, state.snapshot_id, starts, off.of(high), bad)
+        starts = tail_starts(partitions, state.offsets, group, off.of(low), off.of(high), cfg.auto_offset_reset)
+        target = f"{stack.info.catalog_name}.{quote(table)}"
+        snapshot = (self.spark.sql(f"SELECT * FROM {target} VERSION AS OF {state.snapshot_id}")
+                    if state.snapshot_id is not None else self.spark.table(target).where(F.lit(False)))
+        tail = self._tail(state, snapshot, starts, off.of(high), partitions)
+        if tail is None:
+            df, bad = snapshot, None
+        else:
+            rows, bad = tail.where(F.col(ERROR).isNull()), tail.where(F.col(ERROR).isNotNull()).select(*META, ERROR)
+            if cfg.row_level:  # as the next commit applies them: each id's newest change, a delete removes the row
+                ids = _ids(cfg, table, state)
+                newest = newest_changes(rows, ids)
+                df = snapshot.join(newest.select(*ids), on=ids, how="left_anti").unionByName(
+                    newest.where(F.col(OP) != "D").select(*snapshot.columns))
+            else:
+                df = snapshot.unionByName(rows.select(*snapshot.columns))
+        return FreshRead(df, table, cfg.name, state.snapshot_id, starts, off.of(high), bad)
+
+    def _tail(self, state: TableState, snapshot: DataFrame, starts: Offsets, ends: Offsets,
+              partitions: list[TopicPartition]) -> DataFrame | None:
+        """The tail from ``starts`` to ``ends`` converted (the table's rows with ERROR, bad records too):
+        kept pieces where they cover it, the rest converted now and kept. None: no tail."""
+        schema = snapshot.schema
+        # Converted anew: for another schema, when the topic was recreated (a piece past the end), or when the
+        # tail starts before what is kept (a table rolled back to an older snapshot).
+        kept_from = {tp: min([off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0],
+                             default=-1) for tp in partitions}
+        if schema.json() != self._schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
+                off.get(p.ends, tp) > off.get(ends, tp) for p in self._pieces for tp in partitions):
+            self._drop(self._pieces)
+            self._pieces, self._schema = [], schema.json()
+        # Pieces wholly before the tail's start hold only what the sink has committed since.
+        gone = [p for p in self._pieces if all(off.get(p.ends, tp, 0) <= off.get(starts, tp) for tp in partitions)]
+        self._drop(gone)
+        self._pieces = [p for p in self._pieces if p not in gone]
+        converted = {tp: max([off.get(p.ends, tp) for p in self._pieces], default=-1) for tp in partitions}
+        ranges = []
+        for tp in partitions:
+            begin = max(off.get(starts, tp), converted[tp])
+            if off.get(ends, tp) > begin:
+                ranges.append(OffsetRange(tp.topic, tp.partition, begin, off.get(ends, tp)))
+        if ranges:
+            piece = self._convert(state, schema, ranges)
+            if self.cache:  # converted now, once: later reads take it from the executors' memory
+                piece = piece.localCheckpoint(eager=True)
+            self._pieces.append(_Piece(off.of((r.tp, r.start) for r in ranges), off.of((r.tp, r.end) for r in ranges),
+                                       piece))
+            if len(self._pieces) > MAX_PIECES:  # one cached frame instead of many: the query plan stays small
+                merged = _union([p.df for p in self._pieces]).localCheckpoint(eager=True)
+                kept = [tp for tp in partitions if any(off.get(p.ends, tp) >= 0 for p in self._pieces)]
+                begins = off.of((tp, min(off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0))
+                                for tp in kept)
+                ends_all = off.of((tp, max(off.get(p.ends, tp) for p in self._pieces)) for tp in kept)
+                self._drop(self._pieces)
+                self._pieces = [_Piece(begins, ends_all, merged)]
+        if not any(off.get(ends, tp) > off.get(starts, tp) for tp in partitions):
+            return None
+        past = [(F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
+                & (F.col("offset") >= off.get(starts, tp)) & (F.col("offset") < off.get(ends, tp))
+                for tp in partitions if off.get(ends, tp) > off.get(starts, tp)]
+        return _union([p.df for p in self._pieces]).where(reduce(lambda a, b: a | b, past))
+
+    def _convert(self, state: TableState, schema: T.StructType, ranges: list[OffsetRange]) -> DataFrame:
+        """Records of ``ranges`` as the sink converts and routes them for this table: its rows (ERROR null),
+        rows it could not make and records no table could take (ERROR set, their columns null)."""
+        cfg, table = self.config, self.table
+        assert cfg is not None
+        raw = read_ranges(self.spark, self.stack.kafka_config(), ranges, timeout_s=KAFKA_TIMEOUT_S,
+                          parallelism=_cores(self.spark, ranges))
+        framed, framed_key = self._framed
+        for d in self._decoders:
+            d.prime({r.topic for r in ranges})
+
+        def prepared() -> DataFrame:
+            return preparation(cfg.schemas_enable, cfg.transforms, cfg.route_field, cfg.cdc_field,
+                               cfg.default_id_columns if cfg.row_level else None, framed, framed_key,
+                               cfg.key_envelope).apply(raw)
+
+        records = prepared()
+        if self._decoders:  # writer schemas new to the decoders are learned, and the records prepared again
+            sets = [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(d.side)
+                    for d in self._decoders]
+            seen = records.select(*sets).first()
+            if seen is not None and any([d.learn(set(seen[d.side])) for d in self._decoders]):
+                records = prepared()
+        records = with_payload(records)
+        if not cfg.row_level:  # tombstones are skipped, except that a row-level table deletes the row they name
+            records = records.where(F.col("value").isNotNull())
+        mine = route.records_for(cfg, records.where(F.col(ERROR).isNull()), table)
+        rows = to_rows(mine, schema, cfg.schema_case_insensitive, cfg.variant_value,
+                       row_columns(schema, cfg.schema_case_insensitive, cfg.variant_value))
+        if cfg.row_level:
+            rows = with_operation(rows, _ids(cfg, table, state), cfg.cdc_field)
+        columns = [*schema.fieldNames(), *META, ERROR, *([OP] if cfg.row_level else [])]
+        unfit = records.where(F.col(ERROR).isNotNull()).select(*META, ERROR)
+        return rows.select(*columns).unionByName(unfit, allowMissingColumns=True)
+
+    def _drop(self, pieces: list[_Piece]) -> None:
+        # A local checkpoint's blocks go when Spark's cleaner finds its DataFrame unreferenced; unpersist
+        # says so at once. (A persisted piece was not taken from the cache by the next query: measured,
+        # bench/README.md "Fresh reads".)
+        if self.cache:
+            for p in pieces:
+                p.df.unpersist()
+
+
+@dataclass(eq=False)
+class _Piece:
+    """Converted records kept by a ``Reader``: per partition read, from ``begins`` to ``ends``."""
+
+    begins: Offsets
+    ends: Offsets
+    df: DataFrame
+
+
+def read(stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,
+         sink: str | None = None, spark: SparkSession | None = None) -> FreshRead:
+    """``table`` as its sink committed it plus what the sink has read of Kafka's committed records
+    but not yet committed, each record once: one read (``Reader`` for reads again and again)."""
+    with Reader(stack, table, config, sink=sink, spark=spark, cache=False) as reader:
+        return reader.read()
 
 
 def view(stack: Stack, table: str, name: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,
@@ -193,43 +333,6 @@ def _pin(catalog: Catalog, planner: Planner, cfg: SinkConfig, table: str,
                     f"{branch} without pause", sink=cfg.name, table=table)
 
 
-def _tail(spark: SparkSession, stack: Stack, cfg: SinkConfig, table: str, state: TableState, snapshot: DataFrame,
-          kafka_conf: dict[str, Any], ranges: list[OffsetRange]) -> tuple[DataFrame | None, DataFrame | None]:
-    """The tail's rows for ``table`` in the snapshot's columns (with META, and OP for row-level tables),
-    and its records the sink would not write; (None, None) without a tail. A record no table could take
-    (undecodable, malformed) has no route: every table's read counts it as left out."""
-    if not ranges:
-        return None, None
-    framed, framed_key = registry.decoder(cfg.value_registry, "value"), registry.decoder(cfg.key_registry, "key")
-    decoders = [d for d in (framed, framed_key) if d is not None]
-    for d in decoders:
-        d.prime({r.topic for r in ranges})
-    raw = read_ranges(spark, kafka_conf, ranges, timeout_s=KAFKA_TIMEOUT_S, parallelism=_cores(spark, ranges))
-
-    def prepared() -> DataFrame:
-        return preparation(cfg.schemas_enable, cfg.transforms, cfg.route_field, cfg.cdc_field,
-                           cfg.default_id_columns if cfg.row_level else None, framed, framed_key,
-                           cfg.key_envelope).apply(raw)
-
-    records = prepared()
-    if decoders:  # writer schemas new to the decoders are learned, and the records prepared again
-        sets = [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(d.side) for d in decoders]
-        seen = records.select(*sets).first()
-        if seen is not None and any([d.learn(set(seen[d.side])) for d in decoders]):
-            records = prepared()
-    records = with_payload(records)
-    if not cfg.row_level:  # tombstones are skipped, except that a row-level table deletes the row they name
-        records = records.where(F.col("value").isNotNull())
-    mine = route.records_for(cfg, records.where(F.col(ERROR).isNull()), table)
-    schema = snapshot.schema
-    rows = to_rows(mine, schema, cfg.schema_case_insensitive, cfg.variant_value,
-                   row_columns(schema, cfg.schema_case_insensitive, cfg.variant_value))
-    if cfg.row_level:
-        rows = with_operation(rows, _ids(cfg, table, state), cfg.cdc_field)
-    bad = records.where(F.col(ERROR).isNotNull()).select(*META, ERROR).unionByName(
-        rows.where(F.col(ERROR).isNotNull()).select(*META, ERROR))
-    return rows.where(F.col(ERROR).isNull()), bad
-
 
 def _ids(cfg: SinkConfig, table: str, state: TableState) -> list[str]:
     ids = cfg.table_id_columns(table)
@@ -239,6 +342,10 @@ def _ids(cfg: SinkConfig, table: str, state: TableState) -> list[str]:
         raise ConfigError(None, f"table {table}: sink {cfg.name} writes row-level changes but names no id "
                           f"columns and the table has no identifier fields")
     return ids
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _cores(spark: SparkSession, ranges: list[OffsetRange]) -> int:

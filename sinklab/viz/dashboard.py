@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from sinklab import fresh
+from sinklab import fresh as fresh_reads
 from sinklab.viz import figures, frames, render
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class Dashboard:
         # beside the committed rows: the table steps at each commit, the fresh count follows the stream.
         self.fresh = fresh
         self._fresh: list[dict[str, Any]] = []
+        self._readers: dict[str, fresh_reads.Reader] = {}  # one per table: each read converts only what is new
         self.stack = sink.stack
         self.config = sink.config
         self.every_s = every_s
@@ -114,7 +115,9 @@ class Dashboard:
             now = pd.Timestamp.now(tz="UTC")
             if self.fresh:
                 for t in sorted(set(snaps["table"])):
-                    rows = fresh.read(self.stack, t, config).df.count()
+                    if t not in self._readers:
+                        self._readers[t] = fresh_reads.Reader(self.stack, t, config)
+                    rows = self._readers[t].read().df.count()
                     self._fresh.append({"at": pd.Timestamp.now(tz="UTC"), "table": t, "rows": rows})
             fresh_frame = pd.DataFrame(self._fresh, columns=["at", "table", "rows"]) if self.fresh else None
             interval = config.commit_interval_ms
@@ -222,7 +225,7 @@ class Dashboard:
 
     def stop(self, timeout: float = 30) -> Dashboard:
         """Stop refreshing, refresh once more (the live view and ``figure()`` show the final state) and
-        close the Kafka consumer (a later refresh opens a new one)."""
+        close the Kafka consumer and the fresh readers (a later refresh opens new ones)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -234,6 +237,9 @@ class Dashboard:
                 if self._log is not None:
                     self._log.close()
                     self._log = None
+                for reader in self._readers.values():  # their cached tails are freed
+                    reader.close()
+                self._readers = {}
         return self
 
     def run(self, seconds: float) -> Dashboard:
