@@ -112,3 +112,20 @@ def test_partition_fields_and_transforms_are_read() -> None:
     assert [f.ddl for f in config.table_partition_by("ns.u")] == ["truncate(4, `name`)", "`region`"]
     assert config.transforms == [KafkaMetadata(nested=True), Debezium(target_pattern="cdc.{table}"),
                                  Flatten(delimiter="__")]
+
+
+def test_the_settings_a_sink_keeps_on_its_tables_hold_no_credentials_and_read_back() -> None:
+    """SinkConfig.shareable: what sinklab.fresh reads from a table's sinklab.settings.<sink> property."""
+    from sinklab.sink.config import SinkConfig
+
+    config = load_config({"name": "x", "config": {
+        "topics": "t", "iceberg.tables": "a.b", "value.converter": "io.confluent.connect.avro.AvroConverter",
+        "value.converter.schema.registry.url": "http://u:pw@reg:8081/api",
+        "value.converter.basic.auth.user.info": "u:pw", "iceberg.catalog.uri": "http://catalog-host",
+        "iceberg.catalog.credential": "id:secret", "iceberg.kafka.sasl.jaas.config": "jaas-secret",
+        "transforms": "meta", "transforms.meta.type": "org.apache.iceberg.connect.transforms.KafkaMetadataTransform"}})
+    kept = config.shareable()
+    assert not any(secret in kept for secret in ("pw", "secret", "catalog-host", "jaas"))
+    back = SinkConfig.model_validate_json(kept)
+    assert back.value_registry is not None and back.value_registry.registry_url == "http://reg:8081/api"
+    assert back.transforms == config.transforms and back.tables == ["a.b"] and back.group_id == config.group_id

@@ -12,7 +12,6 @@ Spark Connect client reads fresh as a classic session does.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
     from sinklab.stack import Stack
 
-log = logging.getLogger("sinklab.fresh")
 # A pin is tried again when the table moved between its two loads (a commit landed in between); this
 # many moves in a row mean something commits without pause.
 MAX_PINS = 20
@@ -331,7 +329,6 @@ def _pin(catalog: Catalog, planner: Planner, cfg: SinkConfig, table: str,
             return state, group
     raise SinkError(f"table {table} moved under {MAX_PINS} pins in a row: something commits to branch "
                     f"{branch} without pause", sink=cfg.name, table=table)
-
 
 
 def _ids(cfg: SinkConfig, table: str, state: TableState) -> list[str]:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
@@ -192,6 +193,10 @@ class SinkConfig(BaseModel):
         for side in ("value_registry", "key_registry"):
             if data.get(side):
                 data[side]["user_info"] = None
+                url = urlsplit(data[side]["registry_url"] or "")
+                if url.username or url.password:  # user:password@host: the host alone
+                    data[side]["registry_url"] = urlunsplit(url._replace(netloc=url.hostname + (
+                        f":{url.port}" if url.port else "")))
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
