@@ -87,14 +87,16 @@ def committed_latency(stack: Stack, topic: str, table: str, sink: str) -> np.nda
 
 
 def fresh_latency(stack: Stack, topic: str, reads: list[Query]) -> np.ndarray:
-    """Per record: from its Kafka timestamp to the end of the first fresh query whose watermark passed it;
-    records after the last read are left out."""
+    """Per record produced while the reads ran: from its Kafka timestamp to the end of the first fresh query
+    whose watermark passed it (records before the first read waited for the reader to start, records
+    after the last one for none)."""
     out = []
+    began_ms = reads[0].done_ms - reads[0].seconds * 1000
     for partition, (offsets, stamps) in topic_timestamps(stack, topic).items():
         marks = np.maximum.accumulate(np.array([q.watermark.get(partition, 0) for q in reads]))
         done = np.array([q.done_ms for q in reads])
         idx = np.searchsorted(marks, offsets, side="right")  # the first read whose watermark is past the offset
-        seen = idx < len(reads)
+        seen = (idx < len(reads)) & (stamps >= began_ms)
         out.append((done[idx[seen]] - stamps[seen]) / 1000)
     return np.concatenate(out)
 
