@@ -48,7 +48,9 @@ class Dashboard:
     the panels in ``figures``, the figure shown in ``live``); ``start()`` refreshes every ``every_s``
     seconds in a background thread until ``stop()``, which refreshes once more so the figure left
     in the notebook is the final state; ``run(seconds)`` refreshes in the foreground. ``figure()``
-    is that figure, as a ``go.Figure``.
+    is that figure, as a ``go.Figure``. With ``fresh`` the snapshot panel also draws, per table, the count
+    of a fresh read at each refresh (``sinklab.fresh``, for a sinklab sink): it follows the stream while
+    the table steps at each commit.
     """
 
     def __init__(self, sink: IcebergSink | RemoteSink | Observed, tables: Iterable[str] | None = None,
