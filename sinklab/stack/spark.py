@@ -180,6 +180,10 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    # A driver's process builds classic expressions and sessions, also when it inherited the variable from
+    # a Spark Connect client's process (a kernel on a shared stack starting `sinklab sink run`): see
+    # connect_session.
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     running = SparkContext._active_spark_context
     if s3 and running is not None and "iceberg-aws-bundle" not in (running.getConf().get("spark.jars") or "") + (
             running.getConf().get("spark.jars.packages") or ""):
