@@ -79,9 +79,9 @@ class FreshRead:
 
 class Reader:
     """Fresh reads of one table, again and again: each converts only the records that arrived since the
-    last one (the tail converted so far is kept in Spark's cache, the part the sink has committed since
-    dropped), so a read every half second costs the new records, not the whole tail (bench/README.md,
-    "Fresh reads"). ``read()`` pins anew each time. Close it (or use ``with``) to free the cache.
+    last one (the tail converted so far is kept as local checkpoints, the part the sink has committed
+    since let go of), so a read costs the new records, not the whole tail (bench/README.md, "Fresh
+    reads"). ``read()`` pins anew each time. Close it (or use ``with``) to let go of the kept tail.
 
     ``config``: the sink's config (as ``IcebergSink`` takes it); without it, the settings the sink keeps
     on the table (``sinklab.settings.<sink>``, no credentials in them), of ``sink`` when several sinks
@@ -108,7 +108,9 @@ class Reader:
         self.close()
 
     def close(self) -> None:
-        self._drop(self._pieces)
+        # A piece let go of is freed by Spark (the driver's cleaner; a Spark Connect client releases it on
+        # the server): a local checkpoint, not a cached plan, since the next query did not take persisted
+        # pieces from the cache (measured, bench/README.md "Fresh reads").
         self._pieces = []
         if self._consumer is not None:
             self._consumer.close()
@@ -166,12 +168,10 @@ class Reader:
                              default=-1) for tp in partitions}
         if schema.json() != self._schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
                 off.get(p.ends, tp) > off.get(ends, tp) for p in self._pieces for tp in partitions):
-            self._drop(self._pieces)
             self._pieces, self._schema = [], schema.json()
         # Pieces wholly before the tail's start hold only what the sink has committed since.
-        gone = [p for p in self._pieces if all(off.get(p.ends, tp, 0) <= off.get(starts, tp) for tp in partitions)]
-        self._drop(gone)
-        self._pieces = [p for p in self._pieces if p not in gone]
+        self._pieces = [p for p in self._pieces
+                        if any(off.get(p.ends, tp, 0) > off.get(starts, tp) for tp in partitions)]
         converted = {tp: max([off.get(p.ends, tp) for p in self._pieces], default=-1) for tp in partitions}
         ranges = []
         for tp in partitions:
@@ -190,7 +190,6 @@ class Reader:
                 begins = off.of((tp, min(off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0))
                                 for tp in kept)
                 ends_all = off.of((tp, max(off.get(p.ends, tp) for p in self._pieces)) for tp in kept)
-                self._drop(self._pieces)
                 self._pieces = [_Piece(begins, ends_all, merged)]
         if not any(off.get(ends, tp) > off.get(starts, tp) for tp in partitions):
             return None
@@ -233,14 +232,6 @@ class Reader:
         columns = [*schema.fieldNames(), *META, ERROR, *([OP] if cfg.row_level else [])]
         unfit = records.where(F.col(ERROR).isNotNull()).select(*META, ERROR)
         return rows.select(*columns).unionByName(unfit, allowMissingColumns=True)
-
-    def _drop(self, pieces: list[_Piece]) -> None:
-        # A local checkpoint's blocks go when Spark's cleaner finds its DataFrame unreferenced; unpersist
-        # says so at once. (A persisted piece was not taken from the cache by the next query: measured,
-        # bench/README.md "Fresh reads".)
-        if self.cache:
-            for p in pieces:
-                p.df.unpersist()
 
 
 @dataclass(eq=False)
