@@ -27,14 +27,14 @@ from pyspark.sql import types as T
 from sinklab.exceptions import ConfigError, SinkError, TableMissing
 from sinklab.sink import offsets as off
 from sinklab.sink import registry, route
-from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, SCHEMA_ID
+from sinklab.sink.columns import ERROR, META, OP
 from sinklab.sink.config import SinkConfig, load_config
 from sinklab.sink.convert import newest_changes, preparation, row_columns, to_rows, with_operation, with_payload
 from sinklab.sink.offsets import OffsetRange, Offsets, TopicPartition
 from sinklab.sink.plan import Planner
 from sinklab.sink.reader import read_ranges
 from sinklab.sink.registry import FramedDecoder
-from sinklab.sink.tables import SETTINGS_PREFIX, TableState, identifier, load_state, quote
+from sinklab.sink.tables import SETTINGS_PREFIX, TableState, identifier, load_state, quote, row_ids
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -149,7 +149,7 @@ class Reader:
         else:
             rows, bad = tail.where(F.col(ERROR).isNull()), tail.where(F.col(ERROR).isNotNull()).select(*META, ERROR)
             if cfg.row_level:  # as the next commit applies them: each id's newest change, a delete removes the row
-                ids = _ids(cfg, table, state)
+                ids = row_ids(cfg, state)
                 newest = newest_changes(rows, ids)
                 df = snapshot.join(newest.select(*ids), on=ids, how="left_anti").unionByName(
                     newest.where(F.col(OP) != "D").select(*snapshot.columns))
@@ -216,10 +216,8 @@ class Reader:
 
         records = prepared()
         if self._decoders:  # writer schemas new to the decoders are learned, and the records prepared again
-            sets = [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(d.side)
-                    for d in self._decoders]
-            seen = records.select(*sets).first()
-            if seen is not None and any([d.learn(set(seen[d.side])) for d in self._decoders]):
+            seen = records.select(*registry.id_sets(self._decoders)).first()
+            if seen is not None and any([d.learn(set(seen[f"{d.side}_ids"])) for d in self._decoders]):
                 records = prepared()
         records = with_payload(records)
         if not cfg.row_level:  # tombstones are skipped, except that a row-level table deletes the row they name
@@ -228,13 +226,13 @@ class Reader:
         rows = to_rows(mine, schema, cfg.schema_case_insensitive, cfg.variant_value,
                        row_columns(schema, cfg.schema_case_insensitive, cfg.variant_value))
         if cfg.row_level:
-            rows = with_operation(rows, _ids(cfg, table, state), cfg.cdc_field)
+            rows = with_operation(rows, row_ids(cfg, state), cfg.cdc_field)
         columns = [*schema.fieldNames(), *META, ERROR, *([OP] if cfg.row_level else [])]
         unfit = records.where(F.col(ERROR).isNotNull()).select(*META, ERROR)
         return rows.select(*columns).unionByName(unfit, allowMissingColumns=True)
 
 
-@dataclass(eq=False)
+@dataclass
 class _Piece:
     """Converted records kept by a ``Reader``: per partition read, from ``begins`` to ``ends``."""
 
@@ -320,16 +318,6 @@ def _pin(catalog: Catalog, planner: Planner, cfg: SinkConfig, table: str,
             return state, group
     raise SinkError(f"table {table} moved under {MAX_PINS} pins in a row: something commits to branch "
                     f"{branch} without pause", sink=cfg.name, table=table)
-
-
-def _ids(cfg: SinkConfig, table: str, state: TableState) -> list[str]:
-    ids = cfg.table_id_columns(table)
-    if not ids and state.table is not None:
-        ids = list(state.table.schema().identifier_field_names())
-    if not ids:
-        raise ConfigError(None, f"table {table}: sink {cfg.name} writes row-level changes but names no id "
-                          f"columns and the table has no identifier fields")
-    return ids
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

@@ -234,3 +234,13 @@ def decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) ->
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
     return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
                          settings.subject_strategy, side)
+
+
+def id_sets(decoders: list[FramedDecoder]) -> list[Column]:
+    """Per decoder, the writer-schema ids its records carry (``<side>_ids``): what ``learn`` is given."""
+    from pyspark.sql import functions as F
+
+    from sinklab.sink.columns import KEY_SCHEMA_ID, SCHEMA_ID
+
+    return [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
+            for d in decoders]

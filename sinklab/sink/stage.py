@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from sinklab.exceptions import RecordError, TableMissing, TableUnfit
 from sinklab.sink import dlq, keys, registry, route
 from sinklab.sink import offsets as off
-from sinklab.sink.columns import ERROR, KEY_SCHEMA_ID, META, OP, ROUTE, SCHEMA_ID
+from sinklab.sink.columns import ERROR, META, OP, ROUTE
 from sinklab.sink.convert import (
     BadRows,
     Observed,
@@ -56,6 +56,7 @@ from sinklab.sink.tables import (
     infer_schema,
     partition_schema,
     quote,
+    row_ids,
     with_variants,
 )
 from sinklab.sink.write import ROW_LEVEL_PROPS, Staged, lost_sequence_race, stage_name, write_append, write_changes
@@ -302,11 +303,8 @@ class Stager:
         return {TopicPartition(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
             F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-            F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"), *self._schema_ids()).collect()}
-
-    def _schema_ids(self) -> list[Column]:
-        return [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
-                for d in self.decoders]
+            F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"),
+            *registry.id_sets(self.decoders)).collect()}
 
     def _stat_metrics(self, lagging: list[TopicPartition]) -> list[Column]:
         """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
@@ -320,7 +318,7 @@ class Stager:
                                 F.col("timestamp")))
 
         metrics = [F.count(F.lit(1)).alias("n"), F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                   F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"), *self._schema_ids(),
+                   F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"), *registry.id_sets(self.decoders),
                    *[newest(tp).alias(f"max_ts_{i}") for i, tp in enumerate(lagging)]]
         if self.config.route_field:
             good = F.col("value").isNotNull() & F.col(ERROR).isNull()
@@ -440,7 +438,7 @@ class Stager:
         checked: BadRows | None = None
         if c.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
-            rows = with_operation(rows, self._ids(state), c.cdc_field)
+            rows = with_operation(rows, row_ids(self.config, state), c.cdc_field)
             self._bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
             checked = BadRows(rows)
@@ -467,7 +465,7 @@ class Stager:
             try:
                 if self.config.row_level:
                     staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh,
-                                           self._ids(state), OP, properties, stage)
+                                           row_ids(self.config, state), OP, properties, stage)
                 else:
                     staged = write_append(self.spark, self.config.catalog_name, state, fresh.select(*columns),
                                           properties, stage)
@@ -485,17 +483,6 @@ class Stager:
             self.discard(staged)
             return None
         return staged
-
-    def _ids(self, state: TableState) -> list[str]:
-        """Row identity: the configured id columns, else the table's identifier fields."""
-        ids = self.config.table_id_columns(state.name)
-        if not ids and state.table is not None:
-            ids = list(state.table.schema().identifier_field_names())
-        if not ids:
-            raise TableUnfit(keys.TABLES_DEFAULT_ID_COLUMNS, f"table {state.name} has no identifier fields; upsert/"
-                             f"CDC needs id columns ({keys.table_key(state.name, keys.ID_COLUMNS)})",
-                             table=state.name, sink=self.config.name)
-        return ids
 
     def _create(self, name: str, records: DataFrame) -> None:
         c = self.config

@@ -10,9 +10,9 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.exceptions import ConfigError
+from sinklab.exceptions import ConfigError, TableUnfit
 from sinklab.sink import keys
-from sinklab.sink.config import PartitionField
+from sinklab.sink.config import PartitionField, SinkConfig
 from sinklab.sink.offsets import Offsets, from_property
 
 if TYPE_CHECKING:
@@ -280,3 +280,15 @@ def ddl(spark: SparkSession, dtype: T.DataType, columns: bool = False) -> str:
 
 def quote(name: str) -> str:
     return ".".join(f"`{part}`" for part in name.split("."))
+
+
+def row_ids(config: SinkConfig, state: TableState) -> list[str]:
+    """A row-level table's row identity: the configured id columns, else the table's identifier fields."""
+    ids = config.table_id_columns(state.name)
+    if not ids and state.table is not None:
+        ids = list(state.table.schema().identifier_field_names())
+    if not ids:
+        raise TableUnfit(keys.TABLES_DEFAULT_ID_COLUMNS, f"table {state.name} has no identifier fields; upsert/"
+                         f"CDC needs id columns ({keys.table_key(state.name, keys.ID_COLUMNS)})",
+                         table=state.name, sink=config.name)
+    return ids
