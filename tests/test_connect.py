@@ -38,6 +38,10 @@ from sinklab.stack.process import stop_leader_first
 
 PLUGIN = "io.tabular.iceberg.connect.IcebergSinkConnector"
 
+# The integration tests build on each other in file order (the docstring): one worker runs them all,
+# or a test whose connector another worker created finds none (`--dist loadgroup`, Makefile).
+pytestmark = pytest.mark.xdist_group("connect")
+
 
 def wait_for(check: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
