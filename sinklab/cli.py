@@ -225,6 +225,31 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dlq_replay(args: argparse.Namespace) -> int:
+    import logging
+
+    from sinklab.sink import IcebergSink, load_config
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    config = load_config(args.config)
+    with _stack_for(args) as stack:
+        sink = IcebergSink(stack, config)
+        try:
+            results = sink.replay(args.where)
+        finally:
+            sink.stop()
+    if not results:
+        print(f"sink {config.name}: no dead letters to replay in {config.dlq_table}")
+    for r in results:
+        into = ", ".join(f"{t} +{n:,}" for t, n in r.tables.items()) or "no table"
+        print(f"replay {r.replay_id}: {r.claimed:,} dead letters, {r.replayed:,} replayed ({into}), "
+              f"{r.failed:,} still failing")
+    # Like `sink status`: non-zero when something needs a look (records that still fail).
+    return EXIT_NEEDS_LOOK if any(r.failed for r in results) else EXIT_OK
+
+
 def cmd_sink_status(args: argparse.Namespace) -> int:
     from sinklab.connect.report import format_reports, sink_reports
 
@@ -369,6 +394,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--stack", help="stack.json of the stack the sinks run on")
     status.add_argument("--json", action="store_true", help="as JSON, one object per sink")
     status.set_defaults(func=cmd_sink_status)
+
+    dlq = sub.add_parser("dlq", help="a sink's dead-letter table")
+    dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)
+    replay = dlq_sub.add_parser(
+        "replay", help="write a sink's dead letters into their tables with its current config, exactly once; those "
+                       "that still fail stay, with their new error (exit 3 if some do)")
+    replay.add_argument("--config", required=True, help="the sink's Kafka Connect JSON, with "
+                                                        "errors.deadletterqueue.table.name")
+    replay.add_argument("--stack", help="stack.json of the stack the sink runs on")
+    replay.add_argument("--where", help="only the dead letters this Spark SQL condition picks, e.g. "
+                                        "\"error_class = 'type-mismatch'\"")
+    replay.set_defaults(func=cmd_dlq_replay)
 
     gen = sub.add_parser("generate", help="produce fake events (specs: data-generators/README.md)")
     gen.add_argument("kind", nargs="?", choices=["pizzas", "payments", "cdc"], help="a built-in stream")

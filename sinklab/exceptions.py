@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 EXIT_OK = 0
 EXIT_ERROR = 1  # an error: sinklab's own in one line, an unexpected one with its traceback
 EXIT_USAGE = 2  # the command line is wrong (argparse)
-EXIT_NEEDS_LOOK = 3  # `stack status` / `sink status`: a process stopped, a sink FAILED
+EXIT_NEEDS_LOOK = 3  # `stack status` / `sink status`: a process stopped, a sink FAILED; `dlq replay`: some still fail
 EXIT_CHANGES = 4  # `connect diff`: applying the folder would change the server
 EXIT_BAD_RECORD = 5  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
 EXIT_FENCED = 6  # a newer instance of the sink took over
@@ -28,7 +28,7 @@ EXIT_CODES = {
     EXIT_ERROR: "an error: configuration, input, the stack, a sink that stopped (one line), or one sinklab did not "
                 "expect (with its traceback)",
     EXIT_USAGE: "the command line is wrong",
-    EXIT_NEEDS_LOOK: "stack status / sink status: something stopped or FAILED",
+    EXIT_NEEDS_LOOK: "stack status / sink status: something stopped or FAILED; dlq replay: some records still fail",
     EXIT_CHANGES: "connect diff: applying the folder would change the server",
     EXIT_BAD_RECORD: "a record the sink cannot write (errors.tolerance=none); nothing of its cycle was committed",
     EXIT_FENCED: "a newer instance of the sink took over",
@@ -174,6 +174,14 @@ class CommitTimeout(SinkError):
 
 class CycleTooLarge(SinkError):
     """A cycle's records did not fit in Spark's memory."""
+
+
+class ReplayError(SinkError):
+    """Dead letters cannot be replayed as asked: no dead-letter table, or a ``where`` Spark cannot read."""
+
+    def __init__(self, message: str, *, sink: str | None = None, table: str | None = None, where: str | None = None):
+        self.where = where
+        super().__init__(message, sink=sink, table=table)
 
 
 class RemoteSinkError(SinkError):

@@ -126,14 +126,18 @@ def test_cli_exits_non_zero_with_the_record_on_stderr(stack: Stack, tmp_path: Pa
     assert f"{unique}[0]@0" in done.stderr and table in done.stderr and "seven" in done.stderr
 
 
+def dead_letter_rows(stack: Stack, table: str) -> list[Any]:
+    return stack.spark.table(f"sinklab.{table}").orderBy("source_topic", "source_offset").collect()
+
+
 def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> None:
     table = setup_table(stack, unique)
-    dlq = f"{unique}-dlq"
+    dlq, dlq_table = f"{unique}-dlq", f"{unique}.dead_letters"
     values = encoded(GOOD[:2]) + list(BAD.values()) + encoded(GOOD[2:])
     send(stack, unique, values)
     sink = IcebergSink(stack, config(unique, table, **{
-        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
-        "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true"}))
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.table.name":
+        dlq_table, "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true"}))
     try:
         result = sink.run_once()
         status = sink.status()
@@ -163,6 +167,23 @@ def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> Non
     complete = log[log["type"] == "commit-complete"].iloc[-1]
     assert complete["counters"]["type-mismatch"] == 1 and complete["counters"]["dead-lettered"] == len(letters)
 
+    # The same letters in the dead-letter table, published in the cycle's commit, with why and where.
+    rows = dead_letter_rows(stack, dlq_table)
+    assert [(r.source_topic, r.source_partition, r.value) for r in rows] == [
+        (unique, 0, BAD[k]) for k in BAD if k != "tombstone"]
+    stages = {"malformed-json": "VALUE_CONVERTER", "not-an-object": "VALUE_CONVERTER", "undecodable": "VALUE_CONVERTER"}
+    fields = {"type-mismatch": "id", "out-of-range": "id", "missing-required": "id"}
+    for r in rows:
+        kind = r.error_class
+        assert r.source_offset == values.index(BAD[kind]) and r.key == f"key-{r.source_offset}".encode()
+        assert [(h.key, h.value) for h in r.headers] == [("origin", f"h{r.source_offset}".encode())]
+        assert r.stage == stages.get(kind, "TASK_PUT") and r.message.startswith(f"{kind}: ")
+        assert r.field == fields.get(kind), (kind, r.message)
+        assert r.target_table == (table if kind in fields else None), kind
+        assert (r.sink, r.commit_id) == (f"sink-{unique}", result.commit_id)
+        assert r.source_timestamp is not None
+    assert result.tables[dlq_table].records == len(rows)
+
 
 def test_fanned_out_every_malformed_record_is_dead_lettered_once(stack: Stack, unique: str) -> None:
     # A record that goes to exactly one table is checked to be a JSON object by that table's parse; one
@@ -191,11 +212,20 @@ def test_fanned_out_every_malformed_record_is_dead_lettered_once(stack: Stack, u
     assert sorted(r.id for r in stack.spark.table(f"sinklab.{second}").collect()) == [10, 11]
 
 
-def test_tolerance_all_needs_a_dead_letter_topic(unique: str) -> None:
+def test_tolerance_all_needs_a_dead_letter_topic_or_table(unique: str) -> None:
     from sinklab.exceptions import ConfigError
     from sinklab.sink.config import load_config
     with pytest.raises(ConfigError, match="errors.deadletterqueue.topic.name"):
         load_config(sink_config(unique, **{"errors.tolerance": "all"}))
+    assert load_config(sink_config(unique, **{"errors.tolerance": "all", "errors.deadletterqueue.table.name":
+                                               "ns.dead"})).dlq_table == "ns.dead"
+    for extra, why in [({"errors.deadletterqueue.table.name": "ns.dead"}, "errors.tolerance=all"),
+                       ({"errors.tolerance": "all", "errors.deadletterqueue.table.name": "dead"}, "namespace"),
+                       ({"errors.tolerance": "all", "errors.deadletterqueue.table.name": f"{unique}.pizzas"},
+                        "destination table")]:
+        with pytest.raises(ConfigError, match=why) as info:
+            load_config(sink_config(unique, **extra))
+        assert info.value.key == "errors.deadletterqueue.table.name"
 
 
 def test_crash_with_dead_letters_then_restart_no_duplicates(stack: Stack, tmp_path: Path, unique: str) -> None:
@@ -216,6 +246,53 @@ def test_crash_with_dead_letters_then_restart_no_duplicates(stack: Stack, tmp_pa
     assert stack.spark.table(f"sinklab.{table}").count() == len(GOOD)
     letters = dead_letters(stack, dlq)
     assert sorted(letter["value"] for letter in letters) == sorted([BAD["type-mismatch"], BAD["malformed-json"]])
+
+
+def test_dead_letter_table_alone_takes_transform_failures(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    dlq_table = f"{unique}.dead_letters"
+    change = {"op": "c", "after": {"id": 1, "name": "margherita"}, "source": {"db": "shop", "table": "pizzas"}}
+    send(stack, unique, encoded([change, {"op": "x", "after": {"id": 2}}, {**change, "after": {"id": 3}}]))
+    sink = IcebergSink(stack, sink_config(unique, [f"{unique}.pizzas"], **{
+        "transforms": "dbz", "transforms.dbz.type": "org.apache.iceberg.connect.transforms.DebeziumTransform",
+        "errors.tolerance": "all", "errors.deadletterqueue.table.name": dlq_table}))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["transform"] == 1
+    assert sorted(r.id for r in stack.spark.table(f"sinklab.{unique}.pizzas").collect()) == [1, 3]
+    [row] = dead_letter_rows(stack, dlq_table)
+    assert (row.source_offset, row.stage, row.error_class, row.target_table) == (1, "TRANSFORMATION", "transform", None)
+    assert "not a Debezium change event" in row.message and row.field is None
+
+
+@pytest.mark.parametrize("point", coordinator_module.CRASH_POINTS)
+def test_crash_with_data_and_dead_letter_table_then_restart(stack: Stack, tmp_path: Path, unique: str,
+                                                            point: str) -> None:
+    # Every record ends in exactly one place, the table or the dead letters, whichever step the crash hit.
+    table = setup_table(stack, unique)
+    dlq, dlq_table = f"{unique}-dlq", f"{unique}.dead_letters"
+    bad = [BAD["type-mismatch"], BAD["malformed-json"], BAD["no-table"]]
+    send(stack, unique, encoded(GOOD[:3]) + bad[:1] + encoded(GOOD[3:]) + bad[1:])
+    path = tmp_path / "sink.json"
+    path.write_text(json.dumps(config(unique, table, **{
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.table.name": dlq_table})))
+    stack_file = stack.write(tmp_path / "stack.json")
+    crashed = run_cli("sink", "run", "--config", str(path), "--stack", str(stack_file), "--once",
+                      env={coordinator_module.CRASH_ENV: point})
+    assert crashed.returncode == 86, crashed.stderr
+    recovered = IcebergSink(stack, json.loads(path.read_text()))
+    try:
+        recovered.run_once()
+    finally:
+        recovered.stop()
+    assert sorted(r.id for r in stack.spark.table(f"sinklab.{table}").collect()) == [g["id"] for g in GOOD]
+    assert [r.value for r in dead_letter_rows(stack, dlq_table)] == bad, point
+    assert sorted(letter["value"] for letter in dead_letters(stack, dlq)) == sorted(bad), point
+    for name in (table, dlq_table):
+        assert list(stack.catalog.load_table(tuple(name.split("."))).metadata.refs) == ["main"], name
 
 
 # The record-level check takes a cheap parse first and the dearer one only for what it rejects; both

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 from pydantic import BaseModel, Field, field_serializer
+from pyiceberg.expressions import And, EqualTo, IsNull
 
 from sinklab.connect.herder import validate
 from sinklab.connect.offsets import GroupOffsets
 from sinklab.sink.apache_log import read_log
 from sinklab.sink.control import CONTROL_TOPIC, PayloadType
+from sinklab.sink.dlq import DEAD_LETTERS_PROP, REPLAY_ID
 from sinklab.sink.offsets import Lag, TopicPartition, lag_json
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
 
@@ -36,6 +38,8 @@ class TableReport(BaseModel):
     snapshot_id: int | None
     total_records: int | None
     committed_at_ms: int | None
+    # A dead-letter table (errors.deadletterqueue.table.name): the sink's dead letters no replay has taken.
+    dead_letters_waiting: int | None = None
 
 
 class SinkReport(BaseModel):
@@ -110,7 +114,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
             else f"Apache's Iceberg sink (its commits on {APACHE_CONTROL_TOPIC})" if name in on_apache
             else "another process (sinklab sink run, a notebook, …)",
             last_cycle=_last_cycle(mine), lag=_lag(stack, groups.get(group), sorted(topics)),
-            tables=_tables(stack, mine))
+            tables=_tables(stack, mine, name))
         reports.append(report)
     return reports
 
@@ -145,7 +149,7 @@ def _lag(stack: Stack, committed: dict[tuple[str, int], int], topics: list[str])
         consumer.close()
 
 
-def _tables(stack: Stack, mine: pd.DataFrame) -> list[TableReport]:
+def _tables(stack: Stack, mine: pd.DataFrame, sink: str) -> list[TableReport]:
     """Each table the sink committed to, with the head of the branch it commits to now (another
     writer's snapshot, a compaction, shows here too: it is what readers see)."""
     branches: dict[str, str] = {}
@@ -154,13 +158,19 @@ def _tables(stack: Stack, mine: pd.DataFrame) -> list[TableReport]:
             branches[t["table"]] = t["branch"]
     out = []
     for table, branch in sorted(branches.items()):
-        snapshot = stack.catalog.load_table(table).snapshot_by_name(branch) \
-            if stack.catalog.table_exists(table) else None
+        loaded = stack.catalog.load_table(table) if stack.catalog.table_exists(table) else None
+        snapshot = loaded.snapshot_by_name(branch) if loaded is not None else None
         summary = snapshot.summary if snapshot is not None else None
         total = summary.get("total-records") if summary is not None else None
+        waiting = None
+        if loaded is not None and snapshot is not None and loaded.properties.get(DEAD_LETTERS_PROP) == "true":
+            scan = loaded.scan(row_filter=And(EqualTo("sink", sink), IsNull(REPLAY_ID)),
+                               selected_fields=("source_offset",), snapshot_id=snapshot.snapshot_id)
+            waiting = scan.to_arrow().num_rows
         out.append(TableReport(table=table, branch=branch, snapshot_id=snapshot.snapshot_id if snapshot else None,
                                total_records=int(total) if total is not None else None,
-                               committed_at_ms=snapshot.timestamp_ms if snapshot else None))
+                               committed_at_ms=snapshot.timestamp_ms if snapshot else None,
+                               dead_letters_waiting=waiting))
     return out
 
 
@@ -183,4 +193,6 @@ def format_reports(reports: list[SinkReport]) -> str:
         for t in r.tables:
             lines.append(f"  {t.table}@{t.branch}: snapshot {t.snapshot_id}, {t.total_records:,} rows"
                          if t.snapshot_id is not None else f"  {t.table}@{t.branch}: no snapshot")
+            if t.dead_letters_waiting is not None:
+                lines[-1] += f"; dead letters: {t.dead_letters_waiting:,} wait for replay (sinklab dlq replay)"
     return "\n".join(lines)

@@ -119,6 +119,7 @@ class SinkConfig(BaseModel):
     key_envelope: bool = False
     errors_tolerance: Literal["none", "all"] = keys.ERRORS_TOLERANCE_DEFAULT
     dlq_topic: str | None = None
+    dlq_table: str | None = None
     dlq_context_headers: bool = False
     errors_log: bool = False
     max_records_per_cycle: int = keys.CYCLE_MAX_RECORDS_DEFAULT
@@ -499,6 +500,16 @@ def _validate(config: SinkConfig) -> None:
         if config.variant_value and config.row_level:
             raise ConfigError(keys.VARIANT_VALUE, "upsert/CDC needs id columns, and a whole value as one VARIANT has "
                               f"none; use {keys.VARIANT_COLUMNS} for the changing fields")
-    if config.errors_tolerance == "all" and not config.dlq_topic:
+    if config.errors_tolerance == "all" and not (config.dlq_topic or config.dlq_table):
         # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
-        raise ConfigError(keys.ERRORS_DLQ_TOPIC, f"{keys.ERRORS_TOLERANCE}=all needs a dead-letter topic")
+        raise ConfigError(keys.ERRORS_DLQ_TOPIC, f"{keys.ERRORS_TOLERANCE}=all needs a dead-letter topic "
+                          f"({keys.ERRORS_DLQ_TOPIC}) or table ({keys.ERRORS_DLQ_TABLE})")
+    if config.dlq_table:
+        if config.errors_tolerance != "all":
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"a dead-letter table takes records only with "
+                              f"{keys.ERRORS_TOLERANCE}=all (it is {config.errors_tolerance})")
+        if "." not in config.dlq_table:
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"{config.dlq_table!r} needs a namespace (namespace.table)")
+        if config.dlq_table in config.tables:
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"{config.dlq_table} is also a destination table "
+                              f"({keys.TABLES}): dead letters need a table of their own")

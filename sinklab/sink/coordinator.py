@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sinklab.sink")
 CRASH_ENV = "SINKLAB_CRASH_AT"
 CRASH_POINTS = ("after-data-files", "between-table-commits", "after-table-commits", "inside-kafka-transaction")
+REPLAY_CRASH_POINTS = ("replay-after-claim", "replay-after-table-commits")  # sinklab.sink.replay's
 MAX_REPLANS = 5
 
 
@@ -103,7 +104,9 @@ class Coordinator:
         with self.channel.transaction(cycle.commit_id):
             self.channel.start(control.CommitStart(name, cycle.commit_id, _now_ms()))
             if cycle.letters:
-                cycle.counters["dead-lettered"] = self.channel.dead_letters(cycle.letters)
+                cycle.counters["dead-lettered"] = len(cycle.letters)
+                if self.config.dlq_topic:
+                    self.channel.dead_letters(cycle.letters)
             for i, table in enumerate([t for t, w in cycle.tables.items() if w.staged is not None]):
                 landed = self._publish(cycle, table)
                 if landed is not None:
@@ -124,26 +127,7 @@ class Coordinator:
         return result
 
     def _publish(self, cycle: Cycle, name: str) -> Staged | None:
-        """Compare-and-swap; when the table moved, stage its rows again on its new state and try again."""
-        write = cycle.tables[name]
-        for _ in range(MAX_REPLANS):
-            state, staged = write.state, write.staged
-            assert staged is not None
-            began = time.monotonic()
-            if publish(self.catalog, state, staged):
-                staged.commit_ms = int((time.monotonic() - began) * 1000)
-                return staged
-            self.stager.discard(staged)
-            fresh = load_state(self.catalog, name, state.branch, self.config.name)
-            if fresh.offsets != state.offsets:
-                log.warning("table %s: another instance of sink %s committed since planning; re-planning", name,
-                            self.config.name)
-            elif fresh.snapshot_id != state.snapshot_id:  # else only a sequence number was taken (publish says so)
-                log.warning("table %s moved since planning (another writer); staging again on top of it", name)
-            if self.stager.restage(cycle, name, fresh) is None:
-                return None  # everything this cycle read is already in the table
-        raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while committing",
-                              sink=self.config.name, table=name)
+        return publish_table(self.catalog, self.stager, cycle, name)
 
     def _take_over(self) -> None:
         """Finish what Apache's sink left half done on this connector (``takeover``): fenced, one
@@ -208,6 +192,29 @@ class Coordinator:
 
     def close(self) -> None:
         self.channel.close()
+
+
+def publish_table(catalog: Catalog, stager: Stager, cycle: Cycle, name: str) -> Staged | None:
+    """Compare-and-swap; when the table moved, stage its rows again on its new state and try again.
+    None when the table now holds them all."""
+    write, sink = cycle.tables[name], stager.config.name
+    for _ in range(MAX_REPLANS):
+        state, staged = write.state, write.staged
+        assert staged is not None
+        began = time.monotonic()
+        if publish(catalog, state, staged):
+            staged.commit_ms = int((time.monotonic() - began) * 1000)
+            return staged
+        stager.discard(staged)
+        fresh = load_state(catalog, name, state.branch, sink)
+        if fresh.offsets != state.offsets:
+            log.warning("table %s: another instance of sink %s committed since planning; re-planning", name, sink)
+        elif fresh.snapshot_id != state.snapshot_id:  # else only a sequence number was taken (publish says so)
+            log.warning("table %s moved since planning (another writer); staging again on top of it", name)
+        if stager.restage(cycle, name, fresh) is None:
+            return None  # everything this cycle read is already in the table
+    raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while committing",
+                          sink=sink, table=name)
 
 
 def _now_ms() -> int:

@@ -1,27 +1,65 @@
-"""The dead-letter topic: records the sink may not write (errors.tolerance=all) keep their key,
-value and headers, plus Kafka Connect's context headers, and go out in the cycle's transaction."""
+"""Dead letters: records the sink may not write (errors.tolerance=all). They go, in the cycle that read
+them, to the dead-letter topic (key, value and headers as they came, plus Kafka Connect's context
+headers) inside the cycle's transaction, and/or to the dead-letter table (``TABLE_SCHEMA``), which the
+cycle stages and publishes like any of its tables: a record is in its table or among the dead
+letters, once (docs/dead-letters.md)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
 from sinklab.exceptions import record_error_kind
 from sinklab.sink.columns import ERROR, META
+from sinklab.sink.errors import CONVERTER_KINDS, TRANSFORM, field_at_fault
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from sinklab.sink.config import SinkConfig
 
 log = logging.getLogger("sinklab.sink.errors")
+DEAD_LETTERS_PROP = "sinklab.dead-letters"  # a table property: this is a dead-letter table
+REPLAY_ID = "replay_id"
+REPLAYED_AT = "replayed_at"
 EXCEPTION_CLASS = "sinklab.sink.errors.RecordError"
-# Where the record failed, in Kafka Connect's stage names.
-STAGES = {"undecodable": "VALUE_CONVERTER", "malformed-json": "VALUE_CONVERTER", "not-an-object": "VALUE_CONVERTER",
-          "transform": "TRANSFORMATION"}
+
+# The dead-letter table's columns. Where a record came from keeps Kafka's names behind ``source_``:
+# the cycle's own topic/partition/offset columns (META) ride beside them until the write.
+TABLE_SCHEMA = T.StructType([
+    T.StructField("source_topic", T.StringType(), False),
+    T.StructField("source_partition", T.IntegerType(), False),
+    T.StructField("source_offset", T.LongType(), False),
+    T.StructField("source_timestamp", T.TimestampType()),
+    T.StructField("key", T.BinaryType()),
+    T.StructField("value", T.BinaryType()),
+    T.StructField("headers", T.ArrayType(T.StructType([
+        T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
+    T.StructField("target_table", T.StringType()),  # null: the record had no table (it failed before routing)
+    T.StructField("stage", T.StringType(), False),  # Kafka Connect's stage: VALUE_CONVERTER, TRANSFORMATION, ...
+    T.StructField("error_class", T.StringType(), False),  # the kind: malformed-json, type-mismatch, no-table, ...
+    T.StructField("message", T.StringType(), False),
+    T.StructField("field", T.StringType()),  # the column or field at fault, where the error names one
+    T.StructField("sink", T.StringType(), False),
+    T.StructField("commit_id", T.StringType(), False),  # the cycle that dead-lettered it
+    # A replay (sinklab.sink.replay): which one took the record (null: waiting), and when it landed in its table.
+    T.StructField(REPLAY_ID, T.StringType()),
+    T.StructField(REPLAYED_AT, T.TimestampType()),
+])
+# Created with the table: a replay's UPDATE and MERGE run beside the sink appending dead letters, which
+# do not conflict with them (serializable isolation would fail them on any new letter of the sink).
+TABLE_PROPERTIES = {DEAD_LETTERS_PROP: "true", "write.update.isolation-level": "snapshot",
+                    "write.merge.isolation-level": "snapshot", "write.delete.isolation-level": "snapshot"}
+_LETTER_COLUMNS = [f.name for f in TABLE_SCHEMA.fields if not f.name.startswith("source_")]
+# A cycle's META columns as the dead letters carry them (reader.RAW_DDL: the timestamp in milliseconds).
+_META_FIELDS = [T.StructField("topic", T.StringType(), False), T.StructField("partition", T.IntegerType(), False),
+                T.StructField("offset", T.LongType(), False), T.StructField("timestamp", T.LongType())]
 
 
 @dataclass
@@ -29,6 +67,7 @@ class DeadLetter:
     topic: str
     partition: int
     offset: int
+    timestamp: int | None  # Kafka's, in milliseconds
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
@@ -39,11 +78,18 @@ class DeadLetter:
     def kind(self) -> str:
         return record_error_kind(self.reason)
 
+    @property
+    def stage(self) -> str:
+        """Where it failed, in Kafka Connect's stage names; past conversion, the sink's put."""
+        if self.kind in CONVERTER_KINDS:
+            return "KEY_CONVERTER" if self.reason.partition(": ")[2].startswith("key ") else "VALUE_CONVERTER"
+        return "TRANSFORMATION" if self.kind == TRANSFORM else "TASK_PUT"
+
     def context(self, sink: str) -> list[tuple[str, bytes]]:
         out = [
             ("__connect.errors.topic", self.topic), ("__connect.errors.partition", str(self.partition)),
             ("__connect.errors.offset", str(self.offset)), ("__connect.errors.connector.name", sink),
-            ("__connect.errors.stage", STAGES.get(self.kind, "TASK_PUT")),
+            ("__connect.errors.stage", self.stage),
             ("__connect.errors.exception.class.name", EXCEPTION_CLASS),
             ("__connect.errors.exception.message", self.reason), ("__sinklab.errors.kind", self.kind),
         ]
@@ -55,13 +101,23 @@ class DeadLetter:
 def collect(bad: DataFrame, table: str | None) -> list[DeadLetter]:
     """Bad records (META, key, value, headers, ERROR) in (topic, partition, offset) order."""
     rows = bad.select(*META, "key", "value", "headers", ERROR).orderBy("topic", "partition", "offset")
-    return [DeadLetter(r.topic, r.partition, r.offset, _bytes(r.key), _bytes(r.value),
+    return [DeadLetter(r.topic, r.partition, r.offset, r.timestamp, _bytes(r.key), _bytes(r.value),
                        [(h.key, _bytes(h.value)) for h in r.headers] if r.headers else [], table, r[ERROR])
             for r in rows.toLocalIterator()]
 
 
 def _bytes(value: bytes | bytearray | None) -> bytes | None:
     return bytes(value) if value is not None else None
+
+
+def table_rows(spark: SparkSession, letters: Sequence[DeadLetter], sink: str, commit_id: str) -> DataFrame:
+    """The letters as rows of the dead-letter table, with META for the stage step's offset bookkeeping."""
+    schema = T.StructType([*_META_FIELDS, *[f for f in TABLE_SCHEMA.fields if f.name in _LETTER_COLUMNS]])
+    data = [(x.topic, x.partition, x.offset, x.timestamp, x.key, x.value, x.headers, x.table, x.stage, x.kind, x.reason,
+             field_at_fault(x.reason), sink, commit_id, None, None) for x in letters]
+    frame = spark.createDataFrame(data, schema)
+    source = [F.col(m).alias(f"source_{m}") for m in META[:3]]
+    return frame.select(*source, F.timestamp_millis("timestamp").alias("source_timestamp"), *_LETTER_COLUMNS, *META)
 
 
 def produce(producer: Producer, config: SinkConfig, letters: Iterable[DeadLetter]) -> int:

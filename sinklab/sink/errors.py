@@ -120,3 +120,14 @@ MISSING_REQUIRED = "missing-required"
 OUT_OF_RANGE = "out-of-range"
 NO_TABLE = "no-table"
 
+
+# Kinds whose detail names the field at fault first: ``kind: field: detail`` (convert's ``_err``).
+FIELD_KINDS = (TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE)
+CONVERTER_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT)
+
+
+def field_at_fault(reason: str) -> str | None:
+    """The field a per-record error names, for the kinds that name one (``FIELD_KINDS``)."""
+    kind, _, detail = reason.partition(": ")
+    field, sep, _ = detail.partition(": ")
+    return field if kind in FIELD_KINDS and sep else None

@@ -44,6 +44,7 @@ ERRORS_TOLERANCE: Final = "errors.tolerance"
 ERRORS_TOLERANCE_DEFAULT: Final = "none"
 ERRORS_DLQ_TOPIC: Final = "errors.deadletterqueue.topic.name"
 ERRORS_DLQ_CONTEXT_HEADERS: Final = "errors.deadletterqueue.context.headers.enable"
+ERRORS_DLQ_TABLE: Final = "errors.deadletterqueue.table.name"
 ERRORS_LOG_ENABLE: Final = "errors.log.enable"
 ERRORS_RETRY_TIMEOUT: Final = "errors.retry.timeout"
 ERRORS_RETRY_DELAY_MAX_MS: Final = "errors.retry.delay.max.ms"
@@ -401,6 +402,10 @@ SINK_KEYS: tuple[Key, ...] = (
     Key(ERRORS_DLQ_TOPIC, "STRING", "connect", "Error Handling", default="", field="dlq_topic", parse="optional",
         doc="The dead-letter topic, needed with `errors.tolerance=all`: each bad record with its original key, "
             "value and headers."),
+    Key(ERRORS_DLQ_TABLE, "STRING", "sinklab", "Error Handling", default="", field="dlq_table", parse="optional",
+        doc="The dead-letter table (`namespace.table`, created when missing), with or instead of the topic: each "
+            "bad record with where it came from, why and where it was going, published in the cycle that read it "
+            "and under the same protocol as the data (docs/dead-letters.md)."),
     Key(ERRORS_DLQ_CONTEXT_HEADERS, "BOOLEAN", "connect", "Error Handling", default=False,
         field="dlq_context_headers", doc="Add Connect's context headers (where a record came from, and why) to "
                                          "dead letters."),

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from sinklab.sink.control import Chore
     from sinklab.sink.coordinator import Coordinator, CycleResult
+    from sinklab.sink.replay import ReplayResult
     from sinklab.stack import Stack
 
 log = logging.getLogger("sinklab.sink")
@@ -95,6 +96,7 @@ class IcebergSink:
         for note in self.config.notes:
             log.info("config: %s", note)
         self._coordinator: Coordinator | None = None
+        self._spark: SparkSession | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -117,6 +119,13 @@ class IcebergSink:
     def _connect(self) -> Coordinator:
         if self._coordinator is None:
             from sinklab.sink.coordinator import Coordinator
+
+            self._coordinator = Coordinator(self.config, self._session(), self.stack.catalog, self.stack.kafka_config())
+        return self._coordinator
+
+    def _session(self) -> SparkSession:
+        """The sink's own Spark session: its staging settings must never leak into the user's queries."""
+        if self._spark is None:
             from sinklab.stack.spark import SINK_SESSION_CONF
 
             ignored = sorted(keys.CATALOG_PREFIX + k for k in self.config.catalog_properties
@@ -129,13 +138,21 @@ class IcebergSink:
                     framed.registry_url = stack_registry
                     log.info("config: %s not set: the stack's registry %s", keys.converter_key(side, keys.REGISTRY_URL),
                              stack_registry)
-            # The sink's own session: its staging settings must never leak into the user's queries.
             spark = self.stack.driver(f"the sink {self.config.name}").newSession()
             self.stack.register_spark_catalog(self.config.catalog_name)
             for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():
                 spark.conf.set(key, value)
-            self._coordinator = Coordinator(self.config, spark, self.stack.catalog, self.stack.kafka_config())
-        return self._coordinator
+            self._spark = spark
+        return self._spark
+
+    def replay(self, where: str | None = None) -> list[ReplayResult]:
+        """Replay this sink's dead letters from its dead-letter table with its current config, exactly
+        once (``sinklab.sink.replay``); ``where`` picks which, as a Spark SQL condition on the table."""
+        from sinklab.sink.replay import Replayer
+
+        with self._cycling:  # one cycle or replay at a time: they share the session's staging settings
+            kafka_conf = {**self.stack.kafka_config(), **self.config.kafka_properties}
+            return Replayer(self.config, self._session(), self.stack.catalog, kafka_conf).run(where)
 
     # ---- running
     def run_once(self) -> CycleResult | None:
@@ -226,6 +243,7 @@ class IcebergSink:
 
     def _drop_coordinator(self) -> None:
         coordinator, self._coordinator = self._coordinator, None
+        self._spark = None  # the next coordinator's session is new, on a driver that may be new too
         if coordinator is not None:
             try:
                 coordinator.close()
@@ -360,6 +378,7 @@ class IcebergSink:
         if self._coordinator is not None:
             self._coordinator.close()
             self._coordinator = None
+        self._spark = None
         with self._lock:
             if self._status.state != "FAILED":
                 self._status.state = "STOPPED"

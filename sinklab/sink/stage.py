@@ -45,6 +45,7 @@ from sinklab.sink.recovery import not_yet_recorded
 from sinklab.sink.tables import (
     COMMIT_ID_PROP,
     OFFSETS_PROP,
+    REPLAY_PROP,
     SETTINGS_PREFIX,
     SINK_PROP,
     VTTS_PROP,
@@ -56,6 +57,7 @@ from sinklab.sink.tables import (
     infer_schema,
     partition_schema,
     quote,
+    replay_landed,
     row_ids,
     with_variants,
 )
@@ -97,6 +99,8 @@ class Cycle:
     letters: list[dlq.DeadLetter] = field(default_factory=list)
     passes: int = 1
     cached: DataFrame | None = None  # the prepared records, while the cycle's rows may be staged again
+    # A replay of dead letters (sinklab.sink.replay): its marker, which a table it published to keeps.
+    replay: str | None = None
 
 
 @dataclass
@@ -126,17 +130,20 @@ class Stager:
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
 
     def stage(self, plan: Plan, commit_id: str, configured: dict[str, TableState],
-              load: Callable[[str], TableState]) -> Cycle:
+              load: Callable[[str], TableState], replay: tuple[str, DataFrame] | None = None) -> Cycle:
         """Every table's rows of the plan, written and not visible. ``load`` loads a table the records
-        name (dynamic routing) or one created on the way."""
+        name (dynamic routing) or one created on the way. A ``replay`` (its marker and the records, as
+        ``reader.RAW_DDL``) stages those records instead of reading the plan's ranges from Kafka."""
         for decoder in self.decoders:
             decoder.prime({r.topic for r in plan.ranges})
-        raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
-                          timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        cycle = Cycle(plan, commit_id, plan.planned_at_ms)
+        raw = replay[1] if replay else read_ranges(self.spark, self.kafka_conf, plan.ranges,
+                                                   timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
+        cycle = Cycle(plan, commit_id, plan.planned_at_ms, replay=replay[0] if replay else None)
         try:
             if not (self._one_pass_fits(configured) and self._one_pass(cycle, raw, configured, load)):
                 self._two_passes(cycle, raw, configured, load)
+            if cycle.letters and self.config.dlq_table and not cycle.replay:  # a replay's stay where they are
+                self._dead_letter_table(cycle, load)
         except BaseException:
             self.release(cycle)
             raise
@@ -385,6 +392,19 @@ class Stager:
             cycle.counters[NO_TABLE] = count
             log.info("sink %s: %d records routed to no table were skipped", self.config.name, count)
 
+    def _dead_letter_table(self, cycle: Cycle, load: Callable[[str], TableState]) -> None:
+        """The cycle's dead letters, staged to the dead-letter table like any table's rows: published in
+        the cycle's commit, and filtered by the offsets the table recorded when a cycle is read again."""
+        name = self.config.dlq_table
+        assert name is not None
+        state = load(name)
+        if not state.exists:
+            create_table(self.spark, self.config.catalog_name, name, dlq.TABLE_SCHEMA, [], dlq.TABLE_PROPERTIES)
+            log.info("created dead-letter table %s", name)
+            state = load(name)
+        rows = dlq.table_rows(self.spark, cycle.letters, self.config.name, cycle.commit_id)
+        cycle.tables[name] = TableWrite(state, rows, self._stage(_Pass(cycle), state, rows))
+
     # ---- a table's rows and its write
     def _rows(self, one: _Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
               one_pass: bool = False) -> tuple[TableState, DataFrame, BadRows | None, Observed | None] | None:
@@ -449,7 +469,11 @@ class Stager:
         """The rows the table does not hold yet (``recovery.not_yet_recorded``), written as data files and
         an unpublished snapshot carrying the cycle's ``sinklab.*`` properties; None when it holds them all."""
         cycle = one.cycle
-        fresh = not_yet_recorded(rows, state.offsets, cycle.plan.ranges)
+        # A replay's records lie behind the offsets the table recorded: its own marker tells what it wrote.
+        if cycle.replay:
+            fresh = None if replay_landed(state, cycle.replay) else rows
+        else:
+            fresh = not_yet_recorded(rows, state.offsets, cycle.plan.ranges)
         if fresh is None:
             return None
         one.wrote.add(state.name)
@@ -457,13 +481,14 @@ class Stager:
             SINK_PROP: self.config.name,
             COMMIT_ID_PROP: cycle.commit_id,
             OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, cycle.plan.ends)),
-            VTTS_PROP: str(cycle.vtts_ms),
+            # A replay's records are old: it moves no valid-through timestamp.
+            **({REPLAY_PROP: cycle.replay} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
         }
         columns = [c for c in rows.columns if c not in (*META, OP)]
         stage = stage_name(self.config.name, cycle.commit_id)
         for attempt in range(1, MAX_RESTAGES + 1):
             try:
-                if self.config.row_level:
+                if self.config.row_level and state.name != self.config.dlq_table:  # dead letters append
                     staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh,
                                            row_ids(self.config, state), OP, properties, stage)
                 else:

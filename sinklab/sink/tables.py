@@ -16,6 +16,8 @@ from sinklab.sink.config import PartitionField, SinkConfig
 from sinklab.sink.offsets import Offsets, from_property
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyspark.sql import DataFrame, SparkSession
@@ -24,6 +26,7 @@ SINK_PROP = "sinklab.sink"
 OFFSETS_PROP = "sinklab.offsets"
 COMMIT_ID_PROP = "sinklab.commit-id"
 VTTS_PROP = "sinklab.vtts"
+REPLAY_PROP = "sinklab.replay"  # a replay's snapshot: which replay, of which dead letters (sinklab.sink.replay)
 # A table property per sink that writes the table: its shareable settings (SinkConfig.shareable), so a
 # fresh read (sinklab.fresh) converts the table's Kafka tail as that sink does, with no config at hand.
 SETTINGS_PREFIX = "sinklab.settings."
@@ -58,19 +61,30 @@ def load_state(catalog: Catalog, name: str, branch: str, sink: str) -> TableStat
                       offsets=recorded_offsets(table, snapshot_id, sink), table=table)
 
 
-def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offsets:
-    """The offsets in this sink's newest commit on the branch (other writers' snapshots carry none)."""
+def _summaries(table: Table, snapshot_id: int | None) -> Iterator[dict[str, str]]:
+    """The summary properties of the snapshot and its ancestors, newest first (at most MAX_ANCESTORS)."""
     seen = 0
     while snapshot_id is not None and seen < MAX_ANCESTORS:
         snap = table.metadata.snapshot_by_id(snapshot_id)
         if snap is None:
-            break
-        props = snap.summary.additional_properties if snap.summary else {}
-        if props.get(SINK_PROP) == sink and OFFSETS_PROP in props:
-            return from_property(props[OFFSETS_PROP])
+            return
+        yield snap.summary.additional_properties if snap.summary else {}
         snapshot_id = snap.parent_snapshot_id
         seen += 1
+
+
+def recorded_offsets(table: Table, snapshot_id: int | None, sink: str) -> Offsets:
+    """The offsets in this sink's newest commit on the branch (other writers' snapshots carry none)."""
+    for props in _summaries(table, snapshot_id):
+        if props.get(SINK_PROP) == sink and OFFSETS_PROP in props:
+            return from_property(props[OFFSETS_PROP])
     return {}
+
+
+def replay_landed(state: TableState, replay: str) -> bool:
+    """Whether the replay ``replay`` already published to the table (on the branch's history)."""
+    assert state.table is not None
+    return any(props.get(REPLAY_PROP) == replay for props in _summaries(state.table, state.snapshot_id))
 
 
 def ensure_properties(table: Table, extra: dict[str, str]) -> None:

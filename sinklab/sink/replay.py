@@ -1,0 +1,208 @@
+"""Replay: dead letters back into their tables once their cause is fixed, with the sink's current
+config, exactly once (docs/dead-letters.md, "Replay").
+
+1. claim    one UPDATE marks the sink's waiting dead letters (``--where``) with a new replay id R
+2. stage    the claimed records, re-converted and routed by the sink's own stage step; a record that
+            failed for one table goes to that table only
+3. publish  each table by compare-and-swap, its snapshot marked with R (``tables.REPLAY_PROP``)
+4. finish   one MERGE: the records that landed get ``replayed_at``; the others wait again, with the
+            error they have now
+
+A replay killed anywhere leaves claimed records without ``replayed_at``: the next replay finishes it
+first, and step 3 skips a table whose history already holds R's snapshot. Two replays never claim
+one record, since a claim takes only records no replay holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from sinklab.exceptions import ReplayError
+from sinklab.sink import control, keys
+from sinklab.sink.coordinator import crash_point, publish_table
+from sinklab.sink.dlq import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter
+from sinklab.sink.errors import field_at_fault
+from sinklab.sink.offsets import OffsetRange
+from sinklab.sink.plan import Plan
+from sinklab.sink.stage import Stager
+from sinklab.sink.tables import identifier, load_state, quote
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sinklab.sink.config import SinkConfig
+    from sinklab.sink.tables import TableState
+    from sinklab.sink.write import Staged
+
+log = logging.getLogger("sinklab.sink")
+SOURCE = ["source_topic", "source_partition", "source_offset"]
+ANYWHERE = "*"  # the group of records that failed before they had a table: routed as the sink routes
+
+
+@dataclass
+class ReplayResult:
+    replay_id: str
+    claimed: int  # dead letters the replay took
+    replayed: int  # of them, now in their tables
+    failed: int  # of them, dead letters again, with the error they have now
+    tables: dict[str, int] = field(default_factory=dict)  # rows published per table
+
+
+class Replayer:
+    """Replays one sink's dead letters from its dead-letter table (``errors.deadletterqueue.table.name``)."""
+
+    def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, Any]):
+        if not config.dlq_table:
+            raise ReplayError(f"sink {config.name} has no dead-letter table ({keys.ERRORS_DLQ_TABLE})",
+                              sink=config.name)
+        if config.row_level:
+            # A replayed change may be older than the table's row for its key; until the sink can tell,
+            # it refuses rather than overwrite or resurrect a row.
+            raise ReplayError(f"sink {config.name} writes upsert/CDC changes: replaying them is not supported yet",
+                              sink=config.name, table=config.dlq_table)
+        self.config, self.spark, self.catalog, self.kafka_conf = config, spark, catalog, kafka_conf
+        self.table = config.dlq_table
+        self.target = f"{config.catalog_name}.{quote(self.table)}"
+
+    def run(self, where: str | None = None) -> list[ReplayResult]:
+        """Finish the replays a crash left, then replay the waiting dead letters ``where`` picks (a
+        Spark SQL condition on the dead-letter table's columns; all of them without it)."""
+        if not self.catalog.table_exists(identifier(self.table)):
+            return []
+        self.spark.catalog.refreshTable(self.target)
+        results = [self._replay(r) for r in self._unfinished()]
+        replay_id = control.new_commit_id()
+        if self._claim(replay_id, where):
+            crash_point("replay-after-claim")
+            results.append(self._replay(replay_id))
+        return results
+
+    def waiting(self) -> int:
+        return self._mine().where(F.col(REPLAY_ID).isNull()).count()
+
+    def _mine(self) -> DataFrame:
+        return self.spark.table(self.target).where(F.col("sink") == self.config.name)
+
+    def _unfinished(self) -> list[str]:
+        held = self._mine().where(F.col(REPLAY_ID).isNotNull() & F.col(REPLAYED_AT).isNull())
+        return sorted(r[0] for r in held.select(REPLAY_ID).distinct().collect())
+
+    def _claim(self, replay_id: str, where: str | None) -> int:
+        condition = f"sink = {_literal(self.config.name)} AND {REPLAY_ID} IS NULL"
+        if where:
+            try:
+                self.spark.table(self.target).where(where).limit(0).collect()  # the condition's error, named
+            except Exception as exc:  # noqa: BLE001 - Spark's analysis error, whichever class it came as
+                raise ReplayError(f"--where {where!r} is not a condition on {self.table}: "
+                                  f"{str(exc).splitlines()[0]}", sink=self.config.name, table=self.table,
+                                  where=where) from None
+            condition += f" AND ({where})"
+        self.spark.sql(f"UPDATE {self.target} SET {REPLAY_ID} = {_literal(replay_id)} WHERE {condition}")
+        self.spark.catalog.refreshTable(self.target)
+        return self._claimed(replay_id).count()
+
+    def _claimed(self, replay_id: str) -> DataFrame:
+        return self._mine().where((F.col(REPLAY_ID) == replay_id) & F.col(REPLAYED_AT).isNull())
+
+    def _replay(self, replay_id: str) -> ReplayResult:
+        began = time.monotonic()
+        claimed = self._claimed(replay_id).localCheckpoint(eager=True)
+        groups = sorted({r.target_table or ANYWHERE for r in claimed.select("target_table").distinct().collect()})
+        failed: list[tuple[str, DeadLetter]] = []
+        tables: dict[str, int] = {}
+        for group in groups:
+            records = claimed.where(F.col("target_table").isNull() if group == ANYWHERE
+                                    else F.col("target_table") == group)
+            for name, staged in self._stage_group(replay_id, group, records, failed).items():
+                tables[name] = tables.get(name, 0) + staged.records
+        crash_point("replay-after-table-commits")
+        self._finish(replay_id, claimed, failed)
+        total = claimed.count()
+        again = len({(g, *_source(x)) for g, x in failed})
+        result = ReplayResult(replay_id, total, total - again, again, tables)
+        log.info("sink %s: replay %s of %d dead letters: %d replayed, %d failed again (%s) in %.1f s",
+                 self.config.name, replay_id, total, result.replayed, result.failed,
+                 ", ".join(f"{t} +{n}" for t, n in tables.items()) or "no rows", time.monotonic() - began)
+        return result
+
+    def _stage_group(self, replay_id: str, group: str, records: DataFrame,
+                     failed: list[tuple[str, DeadLetter]]) -> dict[str, Staged]:
+        """Stage and publish one group's records: those that failed before they had a table are routed as
+        the sink routes now; those that failed for a table go to that table alone (the others have them)."""
+        c = self.config
+        config = c.model_copy(update={"errors_tolerance": "all"} if group == ANYWHERE else {
+            "errors_tolerance": "all", "tables": [group], "route_field": None, "route_regex": {},
+            "dynamic_enabled": False})
+        stager = Stager(config, self.spark, self.catalog, self.kafka_conf)
+        raw = records.select(F.col("source_topic").alias("topic"), F.col("source_partition").alias("partition"),
+                             F.col("source_offset").alias("offset"),
+                             F.unix_millis("source_timestamp").alias("timestamp"), "key", "value", "headers")
+        ranges = [OffsetRange(r.topic, r.partition, r.low, r.high + 1) for r in raw.groupBy("topic", "partition").agg(
+            F.min("offset").alias("low"), F.max("offset").alias("high")).collect()]
+        plan = Plan(ranges, {}, {}, int(time.time() * 1000))
+
+        def load(name: str) -> TableState:
+            return load_state(self.catalog, name, config.table_branch(name), config.name)
+
+        configured = {name: load(name) for name in config.tables}
+        cycle = stager.stage(plan, replay_id, configured, load, replay=(f"{replay_id}:{group}", raw))
+        published: dict[str, Staged] = {}
+        try:
+            for name in [t for t, w in cycle.tables.items() if w.staged is not None]:
+                landed = publish_table(self.catalog, stager, cycle, name)
+                if landed is not None:
+                    published[name] = landed
+        finally:
+            stager.release(cycle, published)
+        failed.extend((group, letter) for letter in cycle.letters)
+        return published
+
+    def _finish(self, replay_id: str, claimed: DataFrame, failed: list[tuple[str, DeadLetter]]) -> None:
+        """One MERGE: failed records wait again with their new error (and table); the others are replayed.
+        A record that now fails for several tables keeps its row for the first and gains one per other."""
+        ranks: dict[tuple[Any, ...], int] = {}
+        outcomes = []
+        for group, x in failed:
+            key = (*_source(x), group)
+            ranks[key] = ranks.get(key, -1) + 1
+            outcomes.append((*key, ranks[key] > 0, x.table, x.stage, x.kind, x.reason, field_at_fault(x.reason)))
+        outcome = self.spark.createDataFrame(outcomes, (
+            "source_topic string, source_partition int, source_offset long, grp string, extra boolean, "
+            "new_table string, new_stage string, new_class string, new_message string, new_field string"))
+        rows = claimed.withColumn("grp", F.coalesce("target_table", F.lit(ANYWHERE)))
+        by = [*SOURCE, "grp"]
+        source = rows.join(outcome.where(~F.col("extra")), by, "left").withColumn("extra", F.lit(False)).unionByName(
+            rows.join(outcome.where(F.col("extra")), by, "inner"))
+        view = f"sinklab_replay_{replay_id.replace('-', '_')}"
+        source.createOrReplaceTempView(view)
+        on = " AND ".join([f"t.{c} = s.{c}" for c in SOURCE] + [
+            f"t.sink = {_literal(self.config.name)}", f"t.{REPLAY_ID} = {_literal(replay_id)}",
+            f"t.{REPLAYED_AT} IS NULL", f"coalesce(t.target_table, '{ANYWHERE}') = s.grp", "NOT s.extra"])
+        again = {"target_table": "s.new_table", "stage": "s.new_stage", "error_class": "s.new_class",
+                 "message": "s.new_message", "field": "s.new_field", REPLAY_ID: "NULL"}
+        columns = TABLE_SCHEMA.fieldNames()
+        values = [again.get(c, "NULL" if c == REPLAYED_AT else f"s.{c}") for c in columns]
+        try:
+            self.spark.sql(
+                f"MERGE INTO {self.target} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND s.new_message IS NOT NULL THEN UPDATE SET "
+                + ", ".join(f"t.{c} = {v}" for c, v in again.items())
+                + f" WHEN MATCHED THEN UPDATE SET t.{REPLAYED_AT} = current_timestamp() "
+                f"WHEN NOT MATCHED AND s.extra THEN INSERT ({', '.join(columns)}) VALUES ({', '.join(values)})")
+        finally:
+            self.spark.catalog.dropTempView(view)
+        self.spark.catalog.refreshTable(self.target)
+
+
+def _source(letter: DeadLetter) -> tuple[str, int, int]:
+    return letter.topic, letter.partition, letter.offset
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
