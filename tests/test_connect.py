@@ -395,7 +395,7 @@ def test_update_pause_resume_exactly_once(stack: Stack, url: str) -> None:
 
 
 @pytest.mark.spark
-def test_failure_trace_restart_and_fix(stack: Stack, url: str) -> None:
+def test_failure_trace_restart_and_fix(stack: Stack, url: str, tmp_path: Path) -> None:
     config = {"connector.class": "org.apache.iceberg.connect.IcebergSinkConnector", "topics": "late",
               "iceberg.tables": "late.events", "iceberg.tables.auto-create-enabled": "true",
               "iceberg.control.commit.interval-ms": "500", "value.converter.schemas.enable": "false"}
@@ -412,11 +412,18 @@ def test_failure_trace_restart_and_fix(stack: Stack, url: str) -> None:
                      "the restarted connector to stop at the bad record (topic late, partition 0, offset 1)")
     assert "RecordError" in trace and "not-an-object" in trace
 
-    # The fix is a config update: dead-letter bad records. The good ones land.
-    config.update({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "late-dlq"})
+    # The fix is a config update: dead-letter bad records, to a topic and a table. The good ones land.
+    config.update({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "late-dlq",
+                   "errors.deadletterqueue.table.name": "late.dead_letters"})
     assert requests.put(f"{url}/connectors/late/config", json=config, timeout=10).status_code == 200
     wait_rows(stack, "late.events", "id", ["1", "2"])
     assert status(url, "late")["connector"]["state"] == "RUNNING"
+    # Published in the same cycle as the rows, after them: a moment later, maybe.
+    wait_for(lambda: rows(stack, "late.dead_letters", "source_offset") == [1], 30, "the dead letter")
+    [letter] = stack.catalog.load_table(("late", "dead_letters")).scan().to_arrow().to_pylist()
+    assert (letter["source_topic"], letter["error_class"], letter["sink"]) == ("late", "not-an-object", "late")
+    report = run_cli("sink", "status", "late", "--stack", str(stack.write(tmp_path / "stack.json")))
+    assert "late.dead_letters@main" in report.stdout and "dead letters: 1 wait for replay" in report.stdout
 
 
 @pytest.mark.spark

@@ -136,6 +136,7 @@ class ConnectApi:
                 ("GET", re.compile(rf"{sink}/status/?"), self.session_status),
                 ("POST", re.compile(rf"{sink}/cycle/?"), self.session_cycle),
                 ("POST", re.compile(rf"{sink}/run-until-idle/?"), self.session_until_idle),
+                ("POST", re.compile(rf"{sink}/replay/?"), self.session_replay),
                 ("PUT", re.compile(rf"{sink}/start/?"), self.session_start),
                 ("PUT", re.compile(rf"{sink}/halt/?"), self.session_halt),
                 ("PUT", re.compile(rf"{sink}/stop/?"), self.session_stop),
@@ -349,6 +350,12 @@ class ConnectApi:
         assert self.sessions is not None
         sink = self.sessions.get(name)
         return _sink_call(lambda: {"cycles": sink.run_until_idle(float(query.get("idle_s", "1")))})
+
+    def session_replay(self, name: str, body: Any, **_: Any) -> Response:
+        assert self.sessions is not None
+        sessions = self.sessions
+        where = body.get("where") if isinstance(body, dict) else None
+        return _sink_call(lambda: sessions.replay(name, where))
 
     def session_start(self, name: str, **_: Any) -> Response:
         assert self.sessions is not None

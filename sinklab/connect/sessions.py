@@ -4,6 +4,7 @@ in the request that asks for one (``run_once``), as they would in the client's o
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,9 @@ class SinkSessions:
 
     def cycle(self, name: str) -> dict[str, Any] | None:
         return result_json(self.get(name).run_once())
+
+    def replay(self, name: str, where: str | None) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(r) for r in self.get(name).replay(where)]
 
     def status(self, name: str) -> dict[str, Any]:
         return self.get(name).status().to_json()

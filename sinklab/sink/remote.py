@@ -30,6 +30,7 @@ from sinklab.exceptions import (
     KafkaUnavailable,
     RecordError,
     RemoteSinkError,
+    ReplayError,
     SinkError,
     SinkFenced,
     StuckCall,
@@ -41,6 +42,7 @@ from sinklab.sink.sink import SinkStatus
 
 if TYPE_CHECKING:
     from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.replay import ReplayResult
     from sinklab.sink.sink import BetweenCycles, IcebergSink
     from sinklab.stack import Stack
 
@@ -51,7 +53,7 @@ CYCLE_TIMEOUT_S = 600.0
 _STAGED_LOCAL = ("loaded", "snapshot")  # the server's own objects, not sent
 # What a client raises again by name, beside RecordError and ConfigError: each takes its message.
 _BY_NAME: dict[str, type[SinkError]] = {cls.__name__: cls for cls in (
-    TableMissing, SinkFenced, KafkaUnavailable, StuckCall, CommitTimeout, CycleTooLarge)}
+    TableMissing, SinkFenced, KafkaUnavailable, StuckCall, CommitTimeout, CycleTooLarge, ReplayError)}
 
 
 def result_json(result: CycleResult | None) -> dict[str, Any] | None:
@@ -163,6 +165,13 @@ class RemoteSink:
     def run_until_idle(self, idle_seconds: float) -> int:
         return int(self._call("POST", f"/run-until-idle?idle_s={idle_seconds:g}",
                               timeout=CYCLE_TIMEOUT_S + idle_seconds)["cycles"])
+
+    def replay(self, where: str | None = None) -> list[ReplayResult]:
+        """``IcebergSink.replay`` on the server: the sink's dead letters into their tables, exactly once."""
+        from sinklab.sink.replay import ReplayResult
+
+        answer = self._call("POST", "/replay", {"where": where}, timeout=CYCLE_TIMEOUT_S)
+        return [ReplayResult(**r) for r in answer]
 
     def start(self) -> RemoteSink:
         self._call("PUT", "/start")
