@@ -203,6 +203,7 @@ def test_dead_letters_counters_and_flows(stack: Stack, unique: str) -> None:
     cycle_frame = viz.cycles(stack, sink=name)
     bars = {t.name: list(t.y) for t in viz.plot_counters(cycle_frame).data}
     assert bars == {"malformed-json": [1], "not-an-object": [1], "tombstones": [1]}  # no double-counted total
+    assert viz.dead_letter_stages(cycle_frame) == {"VALUE_CONVERTER": 2}  # the dashboard's header says so
     flow = viz.flows(cycle_frame, viz.commits(stack, sink=name)).set_index("target")["records"].to_dict()
     assert flow == {name: 7, f"{unique}.pizzas": 4, "dead letters": 2, "tombstones (skipped)": 1}
 

@@ -62,6 +62,13 @@ _META_FIELDS = [T.StructField("topic", T.StringType(), False), T.StructField("pa
                 T.StructField("offset", T.LongType(), False), T.StructField("timestamp", T.LongType())]
 
 
+def stage_of(kind: str, side: str = "value") -> str:
+    """Where a record of this kind failed, in Kafka Connect's stage names; past conversion, the sink's put."""
+    if kind in CONVERTER_KINDS:
+        return f"{side.upper()}_CONVERTER"
+    return "TRANSFORMATION" if kind == TRANSFORM else "TASK_PUT"
+
+
 @dataclass
 class DeadLetter:
     topic: str
@@ -80,10 +87,7 @@ class DeadLetter:
 
     @property
     def stage(self) -> str:
-        """Where it failed, in Kafka Connect's stage names; past conversion, the sink's put."""
-        if self.kind in CONVERTER_KINDS:
-            return "KEY_CONVERTER" if self.reason.partition(": ")[2].startswith("key ") else "VALUE_CONVERTER"
-        return "TRANSFORMATION" if self.kind == TRANSFORM else "TASK_PUT"
+        return stage_of(self.kind, "key" if self.reason.partition(": ")[2].startswith("key ") else "value")
 
     def context(self, sink: str) -> list[tuple[str, bytes]]:
         out = [

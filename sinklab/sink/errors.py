@@ -121,6 +121,8 @@ OUT_OF_RANGE = "out-of-range"
 NO_TABLE = "no-table"
 
 
+BAD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM, TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE,
+             NO_TABLE)
 # Kinds whose detail names the field at fault first: ``kind: field: detail`` (convert's ``_err``).
 FIELD_KINDS = (TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE)
 CONVERTER_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT)

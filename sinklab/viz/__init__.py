@@ -39,6 +39,7 @@ from sinklab.viz.frames import (
     consumer_lag,
     control_log,
     cycles,
+    dead_letter_stages,
     dead_letters,
     files,
     flows,
@@ -66,7 +67,8 @@ render.use()
 
 __all__ = [
     "Calibration", "ControlLog", "Dashboard", "Exploration", "Observed", "cadence", "calibrate", "combine", "commits",
-    "consumer_lag", "control_log", "cycles", "dead_letters", "explore_intervals", "files", "flows", "freshness",
+    "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters", "explore_intervals", "files",
+    "flows", "freshness",
     "frontier", "history", "lag_history", "latency_percentiles", "load_table", "maintenance_runs", "metadata_history",
     "pace", "plot_cadence", "plot_counters", "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness",
     "plot_lag", "plot_metadata", "plot_plan", "plot_sankey", "plot_schemas", "plot_snapshots", "plot_table_growth",

@@ -179,6 +179,10 @@ class Dashboard:
             parts.append(f"cycles take {paced['cycle_s']:.2f} s (median of the last {paced['cycles']}): "
                          + ("the interval sets the pace" if paced["binds"] == "interval" else
                             "longer than the interval, so each starts as the last ends"))
+        stages = frames.dead_letter_stages(self.frames["cycles"]) if self.frames else {}
+        if stages:
+            parts.append(f"{sum(stages.values()):,} dead letters (" + ", ".join(
+                f"{stage} {n:,}" for stage, n in stages.items()) + ")")
         runs = self.frames.get("maintenance") if self.frames else None
         if runs is not None and not runs.empty:
             latest = runs.iloc[-1]

@@ -26,6 +26,8 @@ from pyiceberg.manifest import FileFormat
 from sinklab.sink import iceberg_events as apache
 from sinklab.sink.apache_log import ApacheLog
 from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
+from sinklab.sink.dlq import stage_of
+from sinklab.sink.errors import BAD_KINDS
 from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
 from sinklab.sink.topics import TopicReader
@@ -362,6 +364,20 @@ def _completed(log: pd.DataFrame) -> pd.DataFrame:
     done["started_at"] = done["commit_id"].map(starts)
     done["cycle"] = done.groupby("sink").cumcount() + 1
     return done.reset_index(drop=True)
+
+
+def dead_letter_stages(cycle_frame: pd.DataFrame) -> dict[str, int]:
+    """Dead letters of the cycles by Kafka Connect stage, from each cycle's counters of bad-record kinds
+    (a framed key's converter errors count as the value's here; the dead-letter table's ``stage`` tells)."""
+    out: dict[str, int] = {}
+    for counters in cycle_frame.get("counters", []):
+        if not counters.get("dead-lettered"):
+            continue  # without dead letters, records no table takes were skipped, not dead-lettered
+        for kind in BAD_KINDS:
+            if counters.get(kind):
+                stage = stage_of(kind)
+                out[stage] = out.get(stage, 0) + int(counters[kind])
+    return dict(sorted(out.items()))
 
 
 def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.DataFrame:
