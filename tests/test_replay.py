@@ -154,3 +154,41 @@ def test_replay_killed_midway_then_run_again_writes_each_record_once(stack: Stac
     assert ids(stack, pizzas) == [1, 2] and ids(stack, everything) == [1, 2, 5]
     assert letters(stack, unique)[1].replayed_at is not None
     assert list(stack.catalog.load_table((unique, "pizzas")).metadata.refs) == ["main"]
+
+
+def test_a_cdc_replay_neither_overwrites_a_newer_row_nor_brings_back_a_deleted_one(stack: Stack, unique: str) -> None:
+    stack.create_topic(unique)
+    table = f"{unique}.rows"
+    stack.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS sinklab.{unique}")
+    stack.spark.sql(f"CREATE TABLE sinklab.{table} (id BIGINT NOT NULL, v STRING, size INT) USING iceberg "
+                    "TBLPROPERTIES ('format-version'='2')")
+    stack.spark.sql(f"ALTER TABLE sinklab.{table} SET IDENTIFIER FIELDS id")
+    send(stack, unique, [
+        {"op": "I", "id": 1, "v": "a", "size": 1},
+        {"op": "I", "id": 2, "v": "b", "size": 1},
+        {"op": "U", "id": 1, "v": "older", "size": HUGE},  # 2: bad; offset 4 changes row 1 again
+        {"op": "U", "id": 2, "v": "new", "size": HUGE},  # 3: bad; the last change of row 2
+        {"op": "U", "id": 1, "v": "newest", "size": 2},
+        {"op": "I", "id": 3, "v": "c", "size": HUGE},  # 5: bad; offset 6 deletes row 3
+        {"op": "D", "id": 3},
+    ])
+    config = sink_config(unique, [table], **{
+        "iceberg.tables.cdc-field": "op", "iceberg.tables.default-id-columns": "id", "errors.tolerance": "all",
+        "errors.deadletterqueue.table.name": f"{unique}.dead_letters"})
+    sink = IcebergSink(stack, config)
+    try:
+        sink.run_once()
+        rows = sorted(tuple(r) for r in stack.spark.table(f"sinklab.{table}").select("id", "v").collect())
+        assert rows == [(1, "newest"), (2, "b")]
+        stack.spark.sql(f"ALTER TABLE sinklab.{table} ALTER COLUMN size TYPE BIGINT")
+        [replay] = sink.replay()
+    finally:
+        sink.stop()
+    assert (replay.claimed, replay.replayed, replay.failed, replay.tables) == (3, 1, 2, {table: 1})
+    rows = sorted(tuple(r) for r in stack.spark.table(f"sinklab.{table}").select("id", "v").collect())
+    assert rows == [(1, "newest"), (2, "new")]  # row 1 not overwritten, row 3 not brought back
+    after = letters(stack, unique)
+    assert after[3].replayed_at is not None
+    for offset, later in ((2, 4), (5, 6)):
+        assert after[offset].error_class == "superseded" and after[offset].replay_id is None
+        assert f"offset {later}" in after[offset].message

@@ -119,6 +119,10 @@ TYPE_MISMATCH = "type-mismatch"
 MISSING_REQUIRED = "missing-required"
 OUT_OF_RANGE = "out-of-range"
 NO_TABLE = "no-table"
+# A replay's (sinklab.sink.replay): a dead letter of a row-level table whose row changed again after it, and
+# one whose partition's later records Kafka no longer holds (so that cannot be told).
+SUPERSEDED = "superseded"
+HISTORY_GONE = "history-gone"
 
 
 BAD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM, TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE,

@@ -3,7 +3,8 @@ config, exactly once (docs/dead-letters.md, "Replay").
 
 1. claim    one UPDATE marks the sink's waiting dead letters (``--where``) with a new replay id R
 2. stage    the claimed records, re-converted and routed by the sink's own stage step; a record that
-            failed for one table goes to that table only
+            failed for one table goes to that table only. For upsert/CDC, a change whose row a later
+            record of its partition changed again is superseded, not written (``Stager._unsuperseded``)
 3. publish  each table by compare-and-swap, its snapshot marked with R (``tables.REPLAY_PROP``)
 4. finish   one MERGE: the records that landed get ``replayed_at``; the others wait again, with the
             error they have now
@@ -17,19 +18,25 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 from pyspark.sql import functions as F
 
 from sinklab.exceptions import ReplayError
 from sinklab.sink import control, keys
+from sinklab.sink.columns import ERROR
 from sinklab.sink.coordinator import crash_point, publish_table
-from sinklab.sink.dlq import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter
-from sinklab.sink.errors import field_at_fault
+from sinklab.sink.dlq import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter, collect
+from sinklab.sink.errors import HISTORY_GONE, field_at_fault
 from sinklab.sink.offsets import OffsetRange
 from sinklab.sink.plan import Plan
-from sinklab.sink.stage import Stager
+from sinklab.sink.reader import read_ranges
+from sinklab.sink.stage import Replay, Stager
 from sinklab.sink.tables import identifier, load_state, quote
 
 if TYPE_CHECKING:
@@ -61,11 +68,6 @@ class Replayer:
         if not config.dlq_table:
             raise ReplayError(f"sink {config.name} has no dead-letter table ({keys.ERRORS_DLQ_TABLE})",
                               sink=config.name)
-        if config.row_level:
-            # A replayed change may be older than the table's row for its key; until the sink can tell,
-            # it refuses rather than overwrite or resurrect a row.
-            raise ReplayError(f"sink {config.name} writes upsert/CDC changes: replaying them is not supported yet",
-                              sink=config.name, table=config.dlq_table)
         self.config, self.spark, self.catalog, self.kafka_conf = config, spark, catalog, kafka_conf
         self.table = config.dlq_table
         self.target = f"{config.catalog_name}.{quote(self.table)}"
@@ -146,12 +148,15 @@ class Replayer:
         ranges = [OffsetRange(r.topic, r.partition, r.low, r.high + 1) for r in raw.groupBy("topic", "partition").agg(
             F.min("offset").alias("low"), F.max("offset").alias("high")).collect()]
         plan = Plan(ranges, {}, {}, int(time.time() * 1000))
+        replay = Replay(f"{replay_id}:{group}", raw)
+        if config.row_level:
+            replay = self._with_later_records(replay, ranges, group, failed)
 
         def load(name: str) -> TableState:
             return load_state(self.catalog, name, config.table_branch(name), config.name)
 
         configured = {name: load(name) for name in config.tables}
-        cycle = stager.stage(plan, replay_id, configured, load, replay=(f"{replay_id}:{group}", raw))
+        cycle = stager.stage(plan, replay_id, configured, load, replay=replay)
         published: dict[str, Staged] = {}
         try:
             for name in [t for t, w in cycle.tables.items() if w.staged is not None]:
@@ -162,6 +167,39 @@ class Replayer:
             stager.release(cycle, published)
         failed.extend((group, letter) for letter in cycle.letters)
         return published
+
+    def _with_later_records(self, replay: Replay, ranges: list[OffsetRange], group: str,
+                            failed: list[tuple[str, DeadLetter]]) -> Replay:
+        """For a row-level table: the letters' partitions from the first letter on, read from Kafka, so that
+        a letter whose row changed again later is not replayed (``Stager._unsuperseded``). A letter whose
+        partition Kafka no longer holds from there cannot be told: it waits, saying so."""
+        consumer = Consumer({**self.kafka_conf, "group.id": f"sinklab-replay-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+        try:
+            marks = {(r.topic, r.partition): consumer.get_watermark_offsets(KafkaPartition(r.topic, r.partition),
+                                                                            timeout=30, cached=False) for r in ranges}
+        finally:
+            consumer.close()
+        gone = [(F.col("topic") == t) & (F.col("partition") == p) & (F.col("offset") + 1 < low)
+                for (t, p), (low, _) in marks.items() if low > 0]
+        letters = replay.records
+        if gone:
+            lost = letters.where(reduce(lambda a, b: a | b, gone))
+            reason = F.lit(f"{HISTORY_GONE}: Kafka no longer holds its partition after its offset, so whether a "
+                           "later change of its row exists cannot be told")
+            failed.extend((group, x) for x in collect(lost.withColumn(ERROR, reason),
+                                                      None if group == ANYWHERE else group))
+            letters = letters.join(lost.select("topic", "partition", "offset"), ["topic", "partition", "offset"],
+                                   "left_anti")
+        later = [OffsetRange(r.topic, r.partition, max(r.start + 1, marks[(r.topic, r.partition)][0]),
+                             marks[(r.topic, r.partition)][1]) for r in ranges]
+        later = [r for r in later if r.end > r.start]
+        coords = letters.select("topic", "partition", "offset")
+        records = letters
+        if later:  # the letters themselves are in those ranges too: they come from the table, once
+            records = records.unionByName(read_ranges(self.spark, self.kafka_conf, later).join(
+                coords, ["topic", "partition", "offset"], "left_anti"))
+        return Replay(replay.marker, records, coords)
 
     def _finish(self, replay_id: str, claimed: DataFrame, failed: list[tuple[str, DeadLetter]]) -> None:
         """One MERGE: failed records wait again with their new error (and table); the others are replayed.

@@ -37,7 +37,7 @@ from sinklab.sink.convert import (
     with_operation,
     with_payload,
 )
-from sinklab.sink.errors import NO_TABLE
+from sinklab.sink.errors import NO_TABLE, SUPERSEDED
 from sinklab.sink.evolve import evolve, new_field
 from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.reader import read_ranges
@@ -88,6 +88,18 @@ class TableWrite:
 
 
 @dataclass
+class Replay:
+    """A replay of dead letters (``sinklab.sink.replay``): its marker, which a table it published to keeps,
+    and its records (``reader.RAW_DDL``). For row-level tables the records also hold the later records of
+    the letters' partitions, which tell whether a newer change of a letter's row exists; ``letters`` then
+    names the letters among them (topic, partition, offset)."""
+
+    marker: str
+    records: DataFrame
+    letters: DataFrame | None = None
+
+
+@dataclass
 class Cycle:
     """What a cycle carries from the stage step to the commit."""
 
@@ -99,8 +111,7 @@ class Cycle:
     letters: list[dlq.DeadLetter] = field(default_factory=list)
     passes: int = 1
     cached: DataFrame | None = None  # the prepared records, while the cycle's rows may be staged again
-    # A replay of dead letters (sinklab.sink.replay): its marker, which a table it published to keeps.
-    replay: str | None = None
+    replay: Replay | None = None
 
 
 @dataclass
@@ -130,15 +141,15 @@ class Stager:
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
 
     def stage(self, plan: Plan, commit_id: str, configured: dict[str, TableState],
-              load: Callable[[str], TableState], replay: tuple[str, DataFrame] | None = None) -> Cycle:
+              load: Callable[[str], TableState], replay: Replay | None = None) -> Cycle:
         """Every table's rows of the plan, written and not visible. ``load`` loads a table the records
-        name (dynamic routing) or one created on the way. A ``replay`` (its marker and the records, as
-        ``reader.RAW_DDL``) stages those records instead of reading the plan's ranges from Kafka."""
+        name (dynamic routing) or one created on the way. A ``replay`` stages its records instead of
+        reading the plan's ranges from Kafka."""
         for decoder in self.decoders:
             decoder.prime({r.topic for r in plan.ranges})
-        raw = replay[1] if replay else read_ranges(self.spark, self.kafka_conf, plan.ranges,
-                                                   timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
-        cycle = Cycle(plan, commit_id, plan.planned_at_ms, replay=replay[0] if replay else None)
+        raw = replay.records if replay else read_ranges(self.spark, self.kafka_conf, plan.ranges,
+                                                        timeout_s=max(30.0, self.config.commit_timeout_ms / 1000))
+        cycle = Cycle(plan, commit_id, plan.planned_at_ms, replay=replay)
         try:
             if not (self._one_pass_fits(configured) and self._one_pass(cycle, raw, configured, load)):
                 self._two_passes(cycle, raw, configured, load)
@@ -345,6 +356,8 @@ class Stager:
         Every bad record of the cycle's whole range is dead-lettered, even one a table already
         recorded: its earlier dead letter went out in a transaction that never committed.
         """
+        if cycle.replay is not None and cycle.replay.letters is not None:
+            bad = bad.join(cycle.replay.letters, ["topic", "partition", "offset"], "left_semi")  # not the later ones
         if self.config.errors_tolerance == "none":
             first = bad.select(*META, ERROR).orderBy("topic", "partition", "offset").first()
             if first is not None:
@@ -459,11 +472,29 @@ class Stager:
         if c.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
             rows = with_operation(rows, row_ids(self.config, state), c.cdc_field)
+            if one.cycle.replay is not None and one.cycle.replay.letters is not None:
+                rows = self._unsuperseded(one.cycle.replay.letters, rows, row_ids(self.config, state))
             self._bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
             checked = BadRows(rows)
             rows = checked.df
         return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
+
+    @staticmethod
+    def _unsuperseded(letters: DataFrame, rows: DataFrame, ids: list[str]) -> DataFrame:
+        """A replay's dead letters among ``rows`` (the others are the later records of their partitions):
+        a letter whose row a later record of its partition changed again is superseded, a bad record
+        now, so that it neither overwrites that newer change nor brings back a row it deleted."""
+        where, later = ["topic", "partition", "offset"], "_sinklab_later"
+        mine = rows.join(letters, where, "left_semi")
+        others = rows.where(F.col(ERROR).isNull()).join(letters, where, "left_anti").select(
+            *ids, "topic", "partition", F.col("offset").alias(later))
+        newer = mine.select(*ids, *where).join(others, [*ids, "topic", "partition"]).where(
+            F.col(later) > F.col("offset")).groupBy(*where).agg(F.max(later).alias(later))
+        superseded = F.concat(F.lit(f"{SUPERSEDED}: a later record of its partition (offset "),
+                              F.col(later).cast("string"), F.lit(") changed its row again"))
+        return mine.join(newer, where, "left").withColumn(ERROR, F.when(
+            F.col(ERROR).isNull() & F.col(later).isNotNull(), superseded).otherwise(F.col(ERROR))).drop(later)
 
     def _stage(self, one: _Pass, state: TableState, rows: DataFrame) -> Staged | None:
         """The rows the table does not hold yet (``recovery.not_yet_recorded``), written as data files and
@@ -471,7 +502,7 @@ class Stager:
         cycle = one.cycle
         # A replay's records lie behind the offsets the table recorded: its own marker tells what it wrote.
         if cycle.replay:
-            fresh = None if replay_landed(state, cycle.replay) else rows
+            fresh = None if replay_landed(state, cycle.replay.marker) else rows
         else:
             fresh = not_yet_recorded(rows, state.offsets, cycle.plan.ranges)
         if fresh is None:
@@ -482,7 +513,7 @@ class Stager:
             COMMIT_ID_PROP: cycle.commit_id,
             OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, cycle.plan.ends)),
             # A replay's records are old: it moves no valid-through timestamp.
-            **({REPLAY_PROP: cycle.replay} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
+            **({REPLAY_PROP: cycle.replay.marker} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
         }
         columns = [c for c in rows.columns if c not in (*META, OP)]
         stage = stage_name(self.config.name, cycle.commit_id)
