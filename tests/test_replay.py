@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from helpers import run_cli, sink_config
 
 from sinklab.exceptions import EXIT_NEEDS_LOOK, ReplayError
-from sinklab.sink import IcebergSink
+from sinklab.sink import IcebergSink, load_config
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.stack import Stack
 
@@ -113,6 +113,9 @@ def test_replay_after_the_fix_writes_each_record_once_into_its_table(stack: Stac
     assert after[3].replay_id is None and after[3].replayed_at is None and after[3].error_class == "malformed-json"
     assert ids(stack, pizzas) == [1, 2] and ids(stack, everything) == [1, 2, 5] and ids(stack, desserts) == [3]
     assert waiting_in_status(stack, unique) == 1
+    # The settings the table keeps for fresh reads are the sink's own, not the narrowed copy a replay stages with.
+    kept = stack.catalog.load_table((unique, "pizzas")).properties[f"sinklab.settings.sink-{unique}"]
+    assert kept == load_config(fixed).shareable()
     head = stack.catalog.load_table((unique, "pizzas")).current_snapshot()
     assert head.summary["sinklab.replay"] == f"{first.replay_id}:{pizzas}"
 

@@ -85,9 +85,6 @@ class Replayer:
             results.append(self._replay(replay_id))
         return results
 
-    def waiting(self) -> int:
-        return self._mine().where(F.col(REPLAY_ID).isNull()).count()
-
     def _mine(self) -> DataFrame:
         return self.spark.table(self.target).where(F.col("sink") == self.config.name)
 
@@ -141,7 +138,7 @@ class Replayer:
         config = c.model_copy(update={"errors_tolerance": "all"} if group == ANYWHERE else {
             "errors_tolerance": "all", "tables": [group], "route_field": None, "route_regex": {},
             "dynamic_enabled": False})
-        stager = Stager(config, self.spark, self.catalog, self.kafka_conf)
+        stager = Stager(config, self.spark, self.catalog, self.kafka_conf, settings=c)
         raw = records.select(F.col("source_topic").alias("topic"), F.col("source_partition").alias("partition"),
                              F.col("source_offset").alias("offset"),
                              F.unix_millis("source_timestamp").alias("timestamp"), "key", "value", "headers")
@@ -156,7 +153,9 @@ class Replayer:
             return load_state(self.catalog, name, config.table_branch(name), config.name)
 
         configured = {name: load(name) for name in config.tables}
-        cycle = stager.stage(plan, replay_id, configured, load, replay=replay)
+        # Its own commit id: a row-level write stages on a branch named by it, and a crashed attempt's is left to
+        # the sink's next start to drop (recovery.drop_stale_stages); the marker is what makes it once.
+        cycle = stager.stage(plan, control.new_commit_id(), configured, load, replay=replay)
         published: dict[str, Staged] = {}
         try:
             for name in [t for t, w in cycle.tables.items() if w.staged is not None]:

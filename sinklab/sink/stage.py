@@ -127,7 +127,10 @@ class _Pass:
 
 
 class Stager:
-    def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, str]):
+    def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, str],
+                 settings: SinkConfig | None = None):
+        """``settings``: the config whose shareable settings the tables keep, when it is not ``config`` (a
+        replay stages with a narrowed copy of the sink's)."""
         self.config = config
         self.spark = spark
         self.catalog = catalog
@@ -135,7 +138,7 @@ class Stager:
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
         self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
         self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
-        self._shareable = config.shareable()
+        self._shareable = (settings or config).shareable()
         self.framed = registry.decoder(config.value_registry, "value")
         self.framed_key = registry.decoder(config.key_registry, "key")
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]

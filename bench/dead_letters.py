@@ -1,0 +1,91 @@
+"""What dead letters cost a cycle, in one run (bench/README.md, "Dead letters").
+
+One embedded stack, two topics of the same pizzas: one clean, one with ``--bad`` (1 %) of them bad
+(malformed JSON, an array for an object, bytes that are not UTF-8; kinds that leave the table's
+inferred columns alone). Each sink reads its topic in ``--cycles`` cycles of equal size
+(``sinklab.cycle.max-records``); the first, which creates the table, is left out. Per sink the median
+cycle and its records/s:
+
+- ``clean``: the clean topic, ``errors.tolerance=none`` (the baseline: no dead letters);
+- ``topic``: the bad topic, dead letters to a topic (Kafka Connect's way);
+- ``table``: the bad topic, dead letters to the dead-letter table;
+- ``both``: topic and table.
+
+    python bench/dead_letters.py            # 400,000 pizzas per topic, 9 cycles
+    python bench/dead_letters.py --quick    # 100,000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from sinklab.generators import PizzaGenerator
+from sinklab.sink import IcebergSink
+from sinklab.stack import Stack
+
+PARTITIONS = 2
+KINDS = ["malformed-json", "not-an-object", "undecodable"]
+
+
+def config(name: str, topic: str, per_cycle: int, **extra: str) -> dict[str, object]:
+    return {"name": name, "config": {
+        "topics": topic, "iceberg.tables": f"bench.{name}", "iceberg.catalog": "sinklab",
+        "iceberg.tables.auto-create-enabled": "true", "value.converter.schemas.enable": "false",
+        "sinklab.cycle.max-records": str(per_cycle), **extra}}
+
+
+def run(stack: Stack, conf: dict[str, object]) -> dict[str, float]:
+    sink = IcebergSink(stack, conf)
+    durations, records, letters = [], [], 0
+    try:
+        while (result := sink.run_once()) is not None:
+            durations.append(result.duration_ms / 1000)
+            records.append(result.records)
+            letters += result.counters.get("dead-lettered", 0)
+    finally:
+        sink.stop()
+    steady = durations[1:]  # the first cycle creates the table
+    cycle_s = statistics.median(steady)
+    return {"cycles": len(durations), "cycle_s": cycle_s, "records_per_s": statistics.median(records[1:]) / cycle_s,
+            "dead_letters": letters}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=400_000)
+    parser.add_argument("--cycles", type=int, default=9)
+    parser.add_argument("--bad", type=float, default=0.01)
+    parser.add_argument("--quick", action="store_true", help="100,000 pizzas per topic")
+    args = parser.parse_args()
+    count = 100_000 if args.quick else args.count
+    per_cycle = -(-count // args.cycles)
+    with tempfile.TemporaryDirectory(prefix="sinklab-bench-dlq-") as tmp, Stack.embedded(Path(tmp)) as stack:
+        for topic, bad in (("clean", 0.0), ("bad", args.bad)):
+            spec = {"ratio": bad, "kinds": KINDS} if bad else None
+            PizzaGenerator(seed=7, bad_records=spec).produce(stack, topic, count=count, partitions=PARTITIONS).wait()
+        stack.spark.range(1).count()  # a warm driver for every sink alike
+        runs = {
+            "clean": run(stack, config("clean", "clean", per_cycle)),
+            "topic": run(stack, config("topic", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-topic"})),
+            "table": run(stack, config("table", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.table.name": "bench.dead_letters"})),
+            "both": run(stack, config("both", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-both",
+                "errors.deadletterqueue.table.name": "bench.dead_letters_both"})),
+        }
+    base = runs["clean"]["cycle_s"]
+    print(f"\n{count:,} pizzas per topic, {args.bad:.1%} bad, {per_cycle:,} records per cycle, {PARTITIONS} partitions")
+    print(f"{'':8} {'cycle s':>8} {'records/s':>10} {'dead letters':>13} {'vs clean':>9} {'vs topic':>9}")
+    for name, r in runs.items():
+        print(f"{name:8} {r['cycle_s']:8.2f} {r['records_per_s']:10,.0f} {r['dead_letters']:13,.0f} "
+              f"{r['cycle_s'] / base:8.2f}x {r['cycle_s'] / runs['topic']['cycle_s']:8.2f}x")
+    print(json.dumps({"count": count, "bad": args.bad, "per_cycle": per_cycle, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()
