@@ -3,8 +3,8 @@
 One embedded stack, two topics of the same pizzas: one clean, one with ``--bad`` (1 %) of them bad
 (malformed JSON, an array for an object, bytes that are not UTF-8; kinds that leave the table's
 inferred columns alone). Each sink reads its topic in ``--cycles`` cycles of equal size
-(``sinklab.cycle.max-records``); the first, which creates the table, is left out. Per sink the median
-cycle and its records/s:
+(``sinklab.cycle.max-records``), the sinks taking turns cycle by cycle; the first cycle, which creates
+the table, is left out. Per sink the median cycle and its records/s:
 
 - ``clean``: the clean topic, ``errors.tolerance=none`` (the baseline: no dead letters);
 - ``topic``: the bad topic, dead letters to a topic (Kafka Connect's way);
@@ -38,20 +38,33 @@ def config(name: str, topic: str, per_cycle: int, **extra: str) -> dict[str, obj
         "sinklab.cycle.max-records": str(per_cycle), **extra}}
 
 
-def run(stack: Stack, conf: dict[str, object]) -> dict[str, float]:
-    sink = IcebergSink(stack, conf)
-    durations, records, letters = [], [], 0
+def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str, float]]:
+    """The sinks' cycles taken in turn, one of each at a time: the driver warming up (JIT, caches) favours
+    none of them."""
+    sinks = {name: IcebergSink(stack, conf) for name, conf in confs.items()}
+    durations: dict[str, list[float]] = {name: [] for name in sinks}
+    records: dict[str, list[int]] = {name: [] for name in sinks}
+    letters = dict.fromkeys(sinks, 0)
     try:
-        while (result := sink.run_once()) is not None:
-            durations.append(result.duration_ms / 1000)
-            records.append(result.records)
-            letters += result.counters.get("dead-lettered", 0)
+        active = set(sinks)
+        while active:
+            for name in sorted(active):
+                result = sinks[name].run_once()
+                if result is None:
+                    active.discard(name)
+                    continue
+                durations[name].append(result.duration_ms / 1000)
+                records[name].append(result.records)
+                letters[name] += result.counters.get("dead-lettered", 0)
     finally:
-        sink.stop()
-    steady = durations[1:]  # the first cycle creates the table
-    cycle_s = statistics.median(steady)
-    return {"cycles": len(durations), "cycle_s": cycle_s, "records_per_s": statistics.median(records[1:]) / cycle_s,
-            "dead_letters": letters}
+        for sink in sinks.values():
+            sink.stop()
+    out = {}
+    for name in sinks:
+        cycle_s = statistics.median(durations[name][1:])  # the first cycle creates the table
+        out[name] = {"cycles": len(durations[name]), "cycle_s": cycle_s,
+                     "records_per_s": statistics.median(records[name][1:]) / cycle_s, "dead_letters": letters[name]}
+    return out
 
 
 def main() -> None:
@@ -68,16 +81,16 @@ def main() -> None:
             spec = {"ratio": bad, "kinds": KINDS} if bad else None
             PizzaGenerator(seed=7, bad_records=spec).produce(stack, topic, count=count, partitions=PARTITIONS).wait()
         stack.spark.range(1).count()  # a warm driver for every sink alike
-        runs = {
-            "clean": run(stack, config("clean", "clean", per_cycle)),
-            "topic": run(stack, config("topic", "bad", per_cycle, **{
-                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-topic"})),
-            "table": run(stack, config("table", "bad", per_cycle, **{
-                "errors.tolerance": "all", "errors.deadletterqueue.table.name": "bench.dead_letters"})),
-            "both": run(stack, config("both", "bad", per_cycle, **{
+        runs = run(stack, {
+            "clean": config("clean", "clean", per_cycle),
+            "topic": config("topic", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-topic"}),
+            "table": config("table", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.table.name": "bench.dead_letters"}),
+            "both": config("both", "bad", per_cycle, **{
                 "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-both",
-                "errors.deadletterqueue.table.name": "bench.dead_letters_both"})),
-        }
+                "errors.deadletterqueue.table.name": "bench.dead_letters_both"}),
+        })
     base = runs["clean"]["cycle_s"]
     print(f"\n{count:,} pizzas per topic, {args.bad:.1%} bad, {per_cycle:,} records per cycle, {PARTITIONS} partitions")
     print(f"{'':8} {'cycle s':>8} {'records/s':>10} {'dead letters':>13} {'vs clean':>9} {'vs topic':>9}")

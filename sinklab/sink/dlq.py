@@ -104,10 +104,13 @@ class DeadLetter:
 
 def collect(bad: DataFrame, table: str | None) -> list[DeadLetter]:
     """Bad records (META, key, value, headers, ERROR) in (topic, partition, offset) order."""
-    rows = bad.select(*META, "key", "value", "headers", ERROR).orderBy("topic", "partition", "offset")
+    # One job, sorted here: a sort in Spark is a job more, and a local iterator one job per partition
+    # (bench/README.md, "Dead letters").
+    rows = sorted(bad.select(*META, "key", "value", "headers", ERROR).collect(),
+                  key=lambda r: (r.topic, r.partition, r.offset))
     return [DeadLetter(r.topic, r.partition, r.offset, r.timestamp, _bytes(r.key), _bytes(r.value),
                        [(h.key, _bytes(h.value)) for h in r.headers] if r.headers else [], table, r[ERROR])
-            for r in rows.toLocalIterator()]
+            for r in rows]
 
 
 def _bytes(value: bytes | bytearray | None) -> bytes | None:
