@@ -5,7 +5,8 @@ Where a record goes, one file a step: ``plan`` (which offset ranges a cycle read
 them into data files and a snapshot no one sees yet) -> ``publish`` (each table by compare-and-swap)
 -> ``channel`` (the Kafka transaction: ``control`` events and the group's offsets). ``coordinator``
 runs those steps in the exactly-once order, ``recovery`` is what a restart finds;
-docs/protocol.md tells the whole protocol.
+docs/protocol.md tells the whole protocol. Records the sink may not write are dead letters (``dlq``: a
+topic, a table), which ``replay`` writes into their tables after a fix (docs/dead-letters.md).
 """
 
 from sinklab.exceptions import (
@@ -13,6 +14,7 @@ from sinklab.exceptions import (
     ConfigError,
     RecordError,
     RemoteSinkError,
+    ReplayError,
     SinkError,
     SinkFenced,
     TableMissing,
@@ -23,5 +25,5 @@ from sinklab.sink.remote import RemoteSink, open_sink
 from sinklab.sink.sink import IcebergSink, SinkStatus
 
 __all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "RemoteSink", "RemoteSinkError",
-           "SinkConfig", "SinkError", "SinkFenced", "SinkStatus", "TableMissing", "load_config", "open_sink",
-           "read_control_log"]
+           "ReplayError", "SinkConfig", "SinkError", "SinkFenced", "SinkStatus", "TableMissing", "load_config",
+           "open_sink", "read_control_log"]
