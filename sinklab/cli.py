@@ -228,6 +228,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_dlq_replay(args: argparse.Namespace) -> int:
     import logging
 
+    from sinklab.maintenance import schedule
     from sinklab.sink import IcebergSink, load_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -235,7 +236,8 @@ def cmd_dlq_replay(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = load_config(args.config)
     with _stack_for(args) as stack:
-        sink = IcebergSink(stack, config)
+        # The same config as `sink run` takes, maintenance keys and all (a replay runs no maintenance).
+        sink = IcebergSink(stack, config, between_cycles=schedule(config))
         try:
             results = sink.replay(args.where)
         finally:
