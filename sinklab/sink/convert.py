@@ -487,16 +487,13 @@ class Observed:
 class BadRows(Observed):
     """A table's converted rows, with their bad ones (ERROR set) counted by the next action that
     runs them: the table's write. A clean write then needs no job of its own to look for bad rows
-    (that job parsed every record a second time, measured ~20% of a cycle)."""
+    (that job parsed every record a second time, measured ~20% of a cycle), and ``letters`` (an
+    aggregate of the bad rows, ``dlq.observed``) brings them along, so that a write with some needs
+    none either."""
 
-    def __init__(self, rows: DataFrame):
-        super().__init__(rows, F.count(F.col(ERROR)).alias("bad"))
+    def __init__(self, rows: DataFrame, letters: Column):
+        super().__init__(rows, F.count(F.col(ERROR)).alias("bad"), letters)
         self.source = rows
-
-    def counted(self, wait_s: float = 0.0) -> int | None:
-        """How many bad rows the action saw; None when none reported within ``wait_s``."""
-        result = self.result(wait_s)
-        return None if result is None else int(result["bad"])
 
     def bad(self) -> DataFrame:
         return self.source.where(F.col(ERROR).isNotNull())

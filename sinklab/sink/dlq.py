@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -20,7 +21,7 @@ from sinklab.sink.errors import CONVERTER_KINDS, TRANSFORM, field_at_fault
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from sinklab.sink.config import SinkConfig
 
@@ -102,12 +103,33 @@ class DeadLetter:
         return [(k, v.encode()) for k, v in out]
 
 
+LETTER_FIELDS = [*META, "key", "value", "headers", ERROR]
+
+
+def observed(tolerance: str) -> Column:
+    """An aggregate a cycle's write computes on the way (``convert.Observed``): its bad records, so that
+    finding them costs no second read of the cycle's ranges (bench/README.md, "Dead letters"). All of
+    them when they are dead-lettered (they go to the driver either way); else only the first, which
+    stops the sink."""
+    if tolerance == "all":
+        return F.collect_list(F.when(F.col(ERROR).isNotNull(), F.struct(*LETTER_FIELDS))).alias("letters")
+    return F.min(F.when(F.col(ERROR).isNotNull(), F.struct(*META, ERROR))).alias("letters")
+
+
+def observed_rows(value: list[Row] | Row | None) -> list[Row]:
+    """``observed``'s result as rows, in (topic, partition, offset) order."""
+    rows = value if isinstance(value, list) else [value] if value is not None else []
+    return sorted(rows, key=lambda r: (r.topic, r.partition, r.offset))
+
+
 def collect(bad: DataFrame, table: str | None) -> list[DeadLetter]:
-    """Bad records (META, key, value, headers, ERROR) in (topic, partition, offset) order."""
+    """Bad records (LETTER_FIELDS) in (topic, partition, offset) order."""
     # One job, sorted here: a sort in Spark is a job more, and a local iterator one job per partition
     # (bench/README.md, "Dead letters").
-    rows = sorted(bad.select(*META, "key", "value", "headers", ERROR).collect(),
-                  key=lambda r: (r.topic, r.partition, r.offset))
+    return letters(observed_rows(bad.select(*LETTER_FIELDS).collect()), table)
+
+
+def letters(rows: Iterable[Row], table: str | None) -> list[DeadLetter]:
     return [DeadLetter(r.topic, r.partition, r.offset, r.timestamp, _bytes(r.key), _bytes(r.value),
                        [(h.key, _bytes(h.value)) for h in r.headers] if r.headers else [], table, r[ERROR])
             for r in rows]

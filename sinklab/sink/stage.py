@@ -257,7 +257,7 @@ class Stager:
                               bytes=int(seen["bytes"] or 0))
         cycle.vtts_ms = _vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
         if seen["bad"]:
-            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None, seen["letters"])
         if self.config.route_field and seen["nowhere"]:
             self._nowhere(cycle, good, list(configured), int(seen["nowhere"]))
         for name, (checked, _) in checks.items():
@@ -339,7 +339,8 @@ class Stager:
                                 F.col("timestamp")))
 
         metrics = [F.count(F.lit(1)).alias("n"), F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                   F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"), *registry.id_sets(self.decoders),
+                   F.count(F.col(ERROR)).alias("bad"), dlq.observed(self.config.errors_tolerance),
+                   record_bytes().alias("bytes"), *registry.id_sets(self.decoders),
                    *[newest(tp).alias(f"max_ts_{i}") for i, tp in enumerate(lagging)]]
         if self.config.route_field:
             good = F.col("value").isNotNull() & F.col(ERROR).isNull()
@@ -353,21 +354,24 @@ class Stager:
         return any([d.learn(ids[d.side]) for d in self.decoders])
 
     # ---- bad records and records no table takes
-    def _bad(self, cycle: Cycle, bad: DataFrame, table: str | None) -> None:
+    def _bad(self, cycle: Cycle, bad: DataFrame, table: str | None, seen: list[Row] | Row | None = None) -> None:
         """Records that cannot be written: stop (errors.tolerance=none) or dead-letter them (all).
+        ``seen``: what a write observed of them (``dlq.observed``); without it they are looked up.
 
         Every bad record of the cycle's whole range is dead-lettered, even one a table already
         recorded: its earlier dead letter went out in a transaction that never committed.
         """
+        rows = dlq.observed_rows(seen) if seen is not None else []
         if cycle.replay is not None and cycle.replay.letters is not None:
             bad = bad.join(cycle.replay.letters, ["topic", "partition", "offset"], "left_semi")  # not the later ones
+            rows = []
         if self.config.errors_tolerance == "none":
-            first = bad.select(*META, ERROR).orderBy("topic", "partition", "offset").first()
+            first = rows[0] if rows else bad.select(*META, ERROR).orderBy("topic", "partition", "offset").first()
             if first is not None:
                 raise RecordError(first.topic, first.partition, first.offset, table, first[ERROR],
                                   sink=self.config.name)
             return
-        letters = dlq.collect(bad, table)
+        letters = dlq.letters(rows, table) if rows else dlq.collect(bad, table)
         for letter in letters:
             cycle.counters[letter.kind] = cycle.counters.get(letter.kind, 0) + 1
             if self.config.errors_log:
@@ -375,9 +379,12 @@ class Stager:
         cycle.letters.extend(letters)
 
     def _bad_rows(self, one: _Pass, name: str, converted: BadRows | None) -> None:
-        # The write counted the bad rows; only when it saw some, or did not run, is there a job to look.
-        if converted is not None and converted.counted(one.wait_s(name)) != 0:
-            self._bad(one.cycle, converted.bad(), name)
+        # The write observed the bad rows; only when it did not run is there a job to look for them.
+        if converted is None:
+            return
+        seen = converted.result(one.wait_s(name))
+        if seen is None or seen["bad"]:
+            self._bad(one.cycle, converted.bad(), name, None if seen is None else seen["letters"])
 
     def _destinations(self, cycle: Cycle, good: DataFrame, configured: dict[str, TableState],
                       load: Callable[[str], TableState]) -> dict[str, TableState]:
@@ -479,7 +486,7 @@ class Stager:
                 rows = self._unsuperseded(one.cycle.replay.letters, rows, row_ids(self.config, state))
             self._bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
-            checked = BadRows(rows)
+            checked = BadRows(rows, dlq.observed(c.errors_tolerance))
             rows = checked.df
         return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
 
