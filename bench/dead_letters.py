@@ -45,6 +45,7 @@ def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str
     durations: dict[str, list[float]] = {name: [] for name in sinks}
     records: dict[str, list[int]] = {name: [] for name in sinks}
     letters = dict.fromkeys(sinks, 0)
+    parts: dict[str, dict[str, list[int]]] = {name: {} for name in sinks}  # per table: write and commit ms
     try:
         active = set(sinks)
         while active:
@@ -56,6 +57,9 @@ def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str
                 durations[name].append(result.duration_ms / 1000)
                 records[name].append(result.records)
                 letters[name] += result.counters.get("dead-lettered", 0)
+                for table, staged in result.tables.items():
+                    parts[name].setdefault(f"{table} write ms", []).append(staged.write_ms)
+                    parts[name].setdefault(f"{table} commit ms", []).append(staged.commit_ms)
     finally:
         for sink in sinks.values():
             sink.stop()
@@ -63,7 +67,8 @@ def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str
     for name in sinks:
         cycle_s = statistics.median(durations[name][1:])  # the first cycle creates the table
         out[name] = {"cycles": len(durations[name]), "cycle_s": cycle_s,
-                     "records_per_s": statistics.median(records[name][1:]) / cycle_s, "dead_letters": letters[name]}
+                     "records_per_s": statistics.median(records[name][1:]) / cycle_s, "dead_letters": letters[name],
+                     "tables": {part: statistics.median(ms[1:] or ms) for part, ms in parts[name].items()}}
     return out
 
 
@@ -96,7 +101,8 @@ def main() -> None:
     print(f"{'':8} {'cycle s':>8} {'records/s':>10} {'dead letters':>13} {'vs clean':>9} {'vs topic':>9}")
     for name, r in runs.items():
         print(f"{name:8} {r['cycle_s']:8.2f} {r['records_per_s']:10,.0f} {r['dead_letters']:13,.0f} "
-              f"{r['cycle_s'] / base:8.2f}x {r['cycle_s'] / runs['topic']['cycle_s']:8.2f}x")
+              f"{r['cycle_s'] / base:8.2f}x {r['cycle_s'] / runs['topic']['cycle_s']:8.2f}x   "
+              + ", ".join(f"{part} {ms:.0f}" for part, ms in r["tables"].items()))
     print(json.dumps({"count": count, "bad": args.bad, "per_cycle": per_cycle, "runs": runs}))
 
 

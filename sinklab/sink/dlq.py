@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -21,7 +22,7 @@ from sinklab.sink.errors import CONVERTER_KINDS, TRANSFORM, field_at_fault
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, Row
 
     from sinklab.sink.config import SinkConfig
 
@@ -57,10 +58,6 @@ TABLE_SCHEMA = T.StructType([
 # do not conflict with them (serializable isolation would fail them on any new letter of the sink).
 TABLE_PROPERTIES = {DEAD_LETTERS_PROP: "true", "write.update.isolation-level": "snapshot",
                     "write.merge.isolation-level": "snapshot", "write.delete.isolation-level": "snapshot"}
-_LETTER_COLUMNS = [f.name for f in TABLE_SCHEMA.fields if not f.name.startswith("source_")]
-# A cycle's META columns as the dead letters carry them (reader.RAW_DDL: the timestamp in milliseconds).
-_META_FIELDS = [T.StructField("topic", T.StringType(), False), T.StructField("partition", T.IntegerType(), False),
-                T.StructField("offset", T.LongType(), False), T.StructField("timestamp", T.LongType())]
 
 
 def stage_of(kind: str, side: str = "value") -> str:
@@ -139,14 +136,15 @@ def _bytes(value: bytes | bytearray | None) -> bytes | None:
     return bytes(value) if value is not None else None
 
 
-def table_rows(spark: SparkSession, letters: Sequence[DeadLetter], sink: str, commit_id: str) -> DataFrame:
-    """The letters as rows of the dead-letter table, with META for the stage step's offset bookkeeping."""
-    schema = T.StructType([*_META_FIELDS, *[f for f in TABLE_SCHEMA.fields if f.name in _LETTER_COLUMNS]])
-    data = [(x.topic, x.partition, x.offset, x.timestamp, x.key, x.value, x.headers, x.table, x.stage, x.kind, x.reason,
-             field_at_fault(x.reason), sink, commit_id, None, None) for x in letters]
-    frame = spark.createDataFrame(data, schema)
-    source = [F.col(m).alias(f"source_{m}") for m in META[:3]]
-    return frame.select(*source, F.timestamp_millis("timestamp").alias("source_timestamp"), *_LETTER_COLUMNS, *META)
+def arrow_rows(letters: Sequence[DeadLetter], sink: str, commit_id: str, schema: pa.Schema) -> pa.Table:
+    """The letters as rows of the dead-letter table, whose Arrow ``schema`` it is (a column added to the
+    table stays null)."""
+    return pa.Table.from_pylist([{
+        "source_topic": x.topic, "source_partition": x.partition, "source_offset": x.offset,
+        "source_timestamp": None if x.timestamp is None else x.timestamp * 1000,  # microseconds
+        "key": x.key, "value": x.value, "headers": [{"key": k, "value": v} for k, v in x.headers],
+        "target_table": x.table, "stage": x.stage, "error_class": x.kind, "message": x.reason,
+        "field": field_at_fault(x.reason), "sink": sink, "commit_id": commit_id} for x in letters], schema)
 
 
 def produce(producer: Producer, config: SinkConfig, letters: Iterable[DeadLetter]) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -61,7 +62,15 @@ from sinklab.sink.tables import (
     row_ids,
     with_variants,
 )
-from sinklab.sink.write import ROW_LEVEL_PROPS, Staged, lost_sequence_race, stage_name, write_append, write_changes
+from sinklab.sink.write import (
+    ROW_LEVEL_PROPS,
+    Staged,
+    append_rows,
+    lost_sequence_race,
+    stage_name,
+    write_append,
+    write_changes,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -83,7 +92,7 @@ class TableWrite:
     again when a compare-and-swap finds the table moved), and what is staged (None: it holds them all)."""
 
     state: TableState
-    rows: DataFrame
+    rows: DataFrame | None  # None: the dead-letter table, whose rows are the cycle's letters
     staged: Staged | None = None
 
 
@@ -168,7 +177,8 @@ class Stager:
         when it now holds them all."""
         table = cycle.tables[name]
         table.state, table.staged = state, None  # the caller discarded what was staged before
-        table.staged = self._stage(_Pass(cycle), state, table.rows)
+        table.staged = (self._stage_letters(cycle, state) if table.rows is None
+                        else self._stage(_Pass(cycle), state, table.rows))
         return table.staged
 
     def release(self, cycle: Cycle, published: Collection[str] = ()) -> None:
@@ -425,8 +435,17 @@ class Stager:
             create_table(self.spark, self.config.catalog_name, name, dlq.TABLE_SCHEMA, [], dlq.TABLE_PROPERTIES)
             log.info("created dead-letter table %s", name)
             state = load(name)
-        rows = dlq.table_rows(self.spark, cycle.letters, self.config.name, cycle.commit_id)
-        cycle.tables[name] = TableWrite(state, rows, self._stage(_Pass(cycle), state, rows))
+        cycle.tables[name] = TableWrite(state, None, self._stage_letters(cycle, state))
+
+    def _stage_letters(self, cycle: Cycle, state: TableState) -> Staged | None:
+        """The letters the dead-letter table has not recorded yet (as ``recovery.not_yet_recorded`` keeps a
+        table's rows), appended from the driver, which holds them; None when it has them all."""
+        assert state.table is not None
+        letters = [x for x in cycle.letters if x.offset >= off.get(state.offsets, TopicPartition(x.topic, x.partition))]
+        if not letters:
+            return None
+        rows = dlq.arrow_rows(letters, self.config.name, cycle.commit_id, schema_to_pyarrow(state.table.schema()))
+        return append_rows(state, rows, self._properties(cycle, state))
 
     # ---- a table's rows and its write
     def _rows(self, one: _Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
@@ -518,18 +537,12 @@ class Stager:
         if fresh is None:
             return None
         one.wrote.add(state.name)
-        properties = {
-            SINK_PROP: self.config.name,
-            COMMIT_ID_PROP: cycle.commit_id,
-            OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, cycle.plan.ends)),
-            # A replay's records are old: it moves no valid-through timestamp.
-            **({REPLAY_PROP: cycle.replay.marker} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
-        }
+        properties = self._properties(cycle, state)
         columns = [c for c in rows.columns if c not in (*META, OP)]
         stage = stage_name(self.config.name, cycle.commit_id)
         for attempt in range(1, MAX_RESTAGES + 1):
             try:
-                if self.config.row_level and state.name != self.config.dlq_table:  # dead letters append
+                if self.config.row_level:
                     staged = write_changes(self.spark, self.catalog, self.config.catalog_name, state, fresh,
                                            row_ids(self.config, state), OP, properties, stage)
                 else:
@@ -549,6 +562,16 @@ class Stager:
             self.discard(staged)
             return None
         return staged
+
+    def _properties(self, cycle: Cycle, state: TableState) -> dict[str, str]:
+        """The ``sinklab.*`` properties of the cycle's snapshot of a table."""
+        return {
+            SINK_PROP: self.config.name,
+            COMMIT_ID_PROP: cycle.commit_id,
+            OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, cycle.plan.ends)),
+            # A replay's records are old: it moves no valid-through timestamp.
+            **({REPLAY_PROP: cycle.replay.marker} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
+        }
 
     def _create(self, name: str, records: DataFrame) -> None:
         c = self.config

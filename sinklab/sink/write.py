@@ -26,8 +26,11 @@ from sinklab.sink.convert import newest_changes
 from sinklab.sink.tables import TableState, identifier, quote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table, Transaction
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -90,6 +93,30 @@ def write_append(spark: SparkSession, catalog_name: str, state: TableState, rows
     return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
                   int(summary.get("added-files-size", 0)), [f.location() for f in files], [],
                   int((time.monotonic() - started) * 1000), snapshot=snapshot)
+
+
+def append_rows(state: TableState, rows: pa.Table, properties: dict[str, str]) -> Staged:
+    """Rows the driver holds (a cycle's dead letters), appended as ``write_append`` does, by pyiceberg: a
+    Spark job for a few hundred rows cost more than everything else they cost a cycle (bench/README.md,
+    "Dead letters")."""
+    started = time.monotonic()
+    assert state.table is not None
+    transaction = state.table.transaction()
+    transaction.append(rows, snapshot_properties=properties, branch=state.branch)
+    snapshot = uncommitted(transaction, state.branch)
+    data_files = [f.file_path for f in files_added(snapshot, state.table.io)[0]]
+    summary = snapshot.summary.additional_properties if snapshot.summary else {}
+    return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
+                  int(summary.get("added-files-size", 0)), data_files, [], int((time.monotonic() - started) * 1000),
+                  loaded=state.table, snapshot=snapshot)
+
+
+def uncommitted(transaction: Transaction, branch: str) -> Snapshot:
+    """The snapshot a pyiceberg transaction that is never committed made the head of ``branch``: built the
+    way pyiceberg builds any commit, and handed to ``publish``, which commits it by compare-and-swap."""
+    snapshot = transaction.table_metadata.snapshot_by_name(branch)
+    assert snapshot is not None
+    return snapshot
 
 
 def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) -> list[Any]:
@@ -202,18 +229,24 @@ def write_changes(spark: SparkSession, catalog: Catalog, catalog_name: str, stat
 
 
 def added_files(table: Table, snapshot_id: int) -> tuple[list[str], list[str]]:
+    snap = table.metadata.snapshot_by_id(snapshot_id)
+    if snap is None:
+        return [], []
+    data, deletes = files_added(snap, table.io)
+    return [f.file_path for f in data], [f.file_path for f in deletes]
+
+
+def files_added(snapshot: Snapshot, io: FileIO) -> tuple[list[DataFile], list[DataFile]]:
+    """The data and delete files ``snapshot`` added."""
     from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
-    snap = table.metadata.snapshot_by_id(snapshot_id)
-    data, deletes = [], []
-    if snap is None:
-        return data, deletes
-    for manifest in snap.manifests(table.io):
-        if manifest.added_snapshot_id != snapshot_id:
+    data: list[DataFile] = []
+    deletes: list[DataFile] = []
+    for manifest in snapshot.manifests(io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
             if entry.status != ManifestEntryStatus.ADDED:
                 continue
-            target = data if entry.data_file.content == DataFileContent.DATA else deletes
-            target.append(entry.data_file.file_path)
+            (data if entry.data_file.content == DataFileContent.DATA else deletes).append(entry.data_file)
     return data, deletes
