@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from helpers import produce_raw
 
 from sinklab.exceptions import S3NotAvailable
 from sinklab.generators import pizza_events, produce_json
@@ -120,6 +121,29 @@ def test_sink_writes_into_the_bucket(s3_stack: Stack, unique: str, tmp_path: Pat
 
 
 @pytest.mark.spark
+def test_dead_letters_land_in_their_table_in_the_bucket(s3_stack: Stack, unique: str) -> None:
+    # The driver appends dead letters itself (pyiceberg through pyarrow's S3 filesystem): they must land
+    # in the bucket beside the data, and Spark must read them through S3FileIO.
+    stack = s3_stack
+    stack.create_topic(unique, partitions=1)
+    produce_raw(stack, unique, [json.dumps(e).encode() for e in pizza_events(20, seed=5)] + [b"{not json"])
+    config = sink_config(unique)
+    config["config"] |= {"errors.tolerance": "all", "errors.deadletterqueue.table.name": f"{unique}.dead_letters"}
+    sink = IcebergSink(stack, config)
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["dead-lettered"] == 1
+    letters = stack.spark.table(f"sinklab.{unique}.dead_letters").collect()
+    assert [(r.source_offset, bytes(r.value), r.error_class) for r in letters] == [(20, b"{not json", "malformed-json")]
+    assert stack.spark.table(f"sinklab.{unique}.pizzas").count() == 20
+    staged = result.tables[f"{unique}.dead_letters"]
+    where = f"s3://{DEFAULT_BUCKET}/warehouse/{unique}/"
+    assert staged.data_files and all(f.startswith(where) for f in staged.data_files)
+    assert {f.removeprefix(f"s3://{DEFAULT_BUCKET}/") for f in staged.data_files} <= bucket_keys(stack)
+
+
 def test_spark_sql_round_trip_on_s3(s3_stack: Stack, unique: str) -> None:
     spark = s3_stack.spark
     spark.sql(f"CREATE NAMESPACE sinklab.{unique}")
