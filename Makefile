@@ -9,7 +9,7 @@ JAVA_SINK_STAMP := $(VENV)/.java-sink
 WORKDIR ?= .sinklab/demo
 KERNEL := sinklab
 
-.PHONY: setup setup-all java tools test lint demo notebooks lab bench clean
+.PHONY: setup setup-all java tools test lint demo notebooks docs docs-serve lab bench clean
 
 # What the demo needs; setup-all adds the schema registry, built from its jars (the tests start one), and
 # Apache's own Iceberg sink (the tests and notebook 11 run it beside sinklab).
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "sinklab needs Python 3.11 ($(PYTHON) not found); set PYTHON=..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,s3,notebooks]"
+	$(PY) -m pip install --quiet -e ".[dev,s3,notebooks,docs]"
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sinklab)" >/dev/null
 	@touch $(STAMP)
 
@@ -67,7 +67,7 @@ tools:
 	fi
 
 lint: setup
-	$(VENV)/bin/ruff check sinklab tests bench
+	$(VENV)/bin/ruff check sinklab tests bench docs
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
 # Two workers, each with its own shared stack: most of the suite's time is waiting (README); the
@@ -108,6 +108,19 @@ notebooks: setup-all tools
 		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
 	done; \
 	echo "make notebooks: $$(( $$(date +%s) - all )) s for the eleven$${shared:+, the shared stack's start included}"
+
+# The documentation site, offline, into .sinklab/site (mkdocs.yml): the tutorials' pages are the executed
+# notebooks of `make notebooks`, run again when one is missing or older than its source.
+DOCS_PORT ?= 8000
+docs: setup-all tools
+	@for nb in notebooks/*.ipynb; do out=".sinklab/notebooks/$$(basename $$nb)"; \
+		if [ ! "$$out" -nt "$$nb" ]; then $(MAKE) --no-print-directory notebooks || exit 1; break; fi; done
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	@echo "make docs: the site is in .sinklab/site (open index.html there, or make docs-serve)"
+
+docs-serve: docs
+	@echo "the docs on http://127.0.0.1:$(DOCS_PORT)/ (Ctrl-C stops)"
+	$(PY) -m http.server $(DOCS_PORT) --bind 127.0.0.1 --directory .sinklab/site
 
 lab: setup tools
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks

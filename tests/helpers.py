@@ -172,3 +172,14 @@ def fresh_reads(stack: Stack, table: str, kafka: KafkaLog, expected: Callable[[l
             done.append(read)
             time.sleep(1)
     return done
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_site(executed: Path, site: Path, root: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``make docs``' build (strict: a broken link or anchor fails it) of the repository at ``root``, with
+    the tutorials as executed in ``executed``."""
+    env = {**os.environ, "SINKLAB_EXECUTED_NOTEBOOKS": str(executed), "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                           "-d", str(site)], capture_output=True, text=True, env=env, timeout=300, cwd=root)

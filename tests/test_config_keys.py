@@ -1,5 +1,5 @@
 """The key table (sinklab.sink.keys): what the validate endpoint answers, how it maps to the configuration
-models, and the README's key reference made from it. Pure: no stack."""
+models, and the docs' key reference made from it. Pure: no stack."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from sinklab.connect.server import UNKNOWN_KEY_DOC, validate_response
 from sinklab.maintenance.policy import MaintenancePolicy
 from sinklab.sink import keys
 from sinklab.sink.config import SinkConfig, read_value
-from sinklab.sink.reference import README, render_readme
+from sinklab.sink.reference import PAGES, render_blocks
 
 PLUGIN = "org.apache.iceberg.connect.IcebergSinkConnector"
 
@@ -97,8 +97,10 @@ def test_lookup_finds_a_key_or_its_most_specific_family() -> None:
     assert keys.lookup("iceberg.table.rpc.pizzas.unknown") is None and keys.lookup("some.unknown") is None
 
 
-def test_the_readme_key_reference_is_the_table() -> None:
-    text = README.read_text()
-    assert render_readme(text) == text, "the README's key reference is out of date: python -m sinklab.sink.reference"
+def test_the_docs_key_reference_is_the_table() -> None:
+    pages = {name: path.read_text() for name, path in PAGES.items()}
+    for name, text in pages.items():
+        assert f"<!-- keys:begin {name} -->" in text, name
+        assert render_blocks(text) == text, f"{PAGES[name]}: out of date: python -m sinklab.sink.reference"
     for key in keys.KEYS:
-        assert f"| `{key.name}` |" in text, key.name
+        assert any(f"| `{key.name}` |" in text for text in pages.values()), key.name

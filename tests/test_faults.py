@@ -5,7 +5,7 @@ carried on by itself (its process never exited, it committed again) and that eve
 every table exactly once. Maintenance runs between the sink's cycles throughout.
 
 Each case prints one line: what the sink did (cycles it retried), how long after the fault it
-committed again, duplicates and lost records (README, "Reliability").
+committed again, duplicates and lost records (docs/reliability.md).
 """
 
 from __future__ import annotations

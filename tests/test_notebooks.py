@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-from helpers import run_cli, stop_leftovers
+from helpers import build_site, run_cli, stop_leftovers
 
 from sinklab.stack import StackInfo, stop_recorded
 
@@ -31,8 +32,8 @@ MAX_BYTES = 2_000_000
 # Log lines that leaked into an output: log4j's and Spark's console format, librdkafka's
 # "%3|1700000000.123|FAIL|...", Python's warnings; and reprs nobody meant to print.
 NOISE = re.compile(r"\b(WARN|ERROR|INFO)\b [\w.$]+:|log4j|NativeCodeLoader|Setting default log level|%\d\|\d+\.\d+\|"
-                   r"|\w+Warning: |<bound method |<[\w.]+ object at 0x")
-# Smaller runs than the defaults (which `make notebooks` runs and the README's run times measure):
+                   r"|\w+Warning: |^WARNING: |<bound method |<[\w.]+ object at 0x", re.MULTILINE)
+# Smaller runs than the defaults (which `make notebooks` runs and docs/dashboard.md's run times measure):
 # the suite's time budget. Notebooks not named here run with their defaults.
 SMALL: dict[str, dict[str, object]] = {
     "01-pizzas-on-ice": {"count": 2000, "rate": 1000},
@@ -106,9 +107,19 @@ def running_sinks(stack_file: Path) -> list[str]:
 @pytest.mark.xdist_group("notebooks")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_shows_figures_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str,
-                                                             shared_stack: Path) -> None:
-    run_notebook(path, tmp_path, kernel, {"shared_stack": str(shared_stack)})
+                                                             shared_stack: Path, executed: Path) -> None:
+    run_on_the_shared_stack(path, tmp_path, kernel, shared_stack, executed)
+
+
+def run_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str, shared_stack: Path, executed: Path) -> None:
+    shutil.copy(run_notebook(path, tmp_path, kernel, {"shared_stack": str(shared_stack)}), executed / path.name)
     assert not running_sinks(shared_stack), f"{path.name} left sinks running on the shared server"
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tutorials as the shared stack ran them, for the docs site."""
+    return tmp_path_factory.mktemp("executed")
 
 
 @pytest.mark.spark
@@ -118,7 +129,7 @@ def test_notebook_runs_on_a_stack_of_its_own(path: Path, tmp_path: Path, kernel:
     run_notebook(path, tmp_path, kernel, {})
 
 
-def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object]) -> None:
+def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object]) -> Path:
     import papermill
 
     workdir = tmp_path / "stack"
@@ -148,3 +159,25 @@ def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, objec
             {k: v for k, v in o.get("data", {}).items() if k.startswith("text/")})
         found = NOISE.search(text)
         assert not found, f"{path.name}: {found.group(0)!r} in an output: {text[:300]}"
+    return out
+
+
+# Last of the group: the tutorials ran above (any that did not, as when this runs alone, run here).
+@pytest.mark.spark
+@pytest.mark.xdist_group("notebooks")
+def test_the_docs_show_every_tutorial_executed_with_its_figures(tmp_path: Path, kernel: str, shared_stack: Path,
+                                                               executed: Path) -> None:
+    for path in NOTEBOOKS:
+        if not (executed / path.name).exists():
+            run_on_the_shared_stack(path, tmp_path / path.stem, kernel, shared_stack, executed)
+    built = build_site(executed, tmp_path / "site")
+    assert built.returncode == 0, built.stderr
+    for path in NOTEBOOKS:
+        page = (tmp_path / "site" / "tutorials" / f"{path.stem}.html").read_text()
+        pictures = re.findall(rf'<img src="({re.escape(path.stem)}/figure-\d+\.png)"', page)
+        assert pictures, f"the page of {path.name} shows no figure"
+        for picture in pictures:
+            assert (tmp_path / "site" / "tutorials" / picture).read_bytes().startswith(b"\x89PNG"), picture
+        # Each figure also carries its plotly JSON, which plotly.js (in the site) draws interactive.
+        assert page.count('<script type="application/json">') == len(pictures), path.name
+    assert (tmp_path / "site" / "js" / "plotly.min.js").stat().st_size > 1_000_000

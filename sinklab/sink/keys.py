@@ -9,10 +9,10 @@ pyiceberg names its properties as module constants, this module is the one place
   (``iceberg.table.<table>.route-regex``, ``iceberg.catalog.*``): its Connect type, default,
   documentation, who defines it (Kafka Connect, Iceberg's sink, sinklab), its group and importance,
   and the ``SinkConfig`` field it sets. ``sinklab.sink.config`` reads a config by this table, the
-  Connect server's validate endpoint answers with it, and the README's key reference is made of it
+  Connect server's validate endpoint answers with it, and the docs' key reference (docs/sink.md) is made of it
   (``sinklab.sink.reference``: ``python -m sinklab.sink.reference`` rewrites it).
 
-Documentation is plain text with code in backticks (the README shows them as code; Connect's validate
+Documentation is plain text with code in backticks (the docs show them as code; Connect's validate
 endpoint answers without them).
 """
 

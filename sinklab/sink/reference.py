@@ -1,10 +1,10 @@
-"""The README's key reference, made from the key table (``sinklab.sink.keys``).
+"""The documentation's key reference, made from the key table (``sinklab.sink.keys``).
 
-    python -m sinklab.sink.reference            # rewrite the README's key blocks
+    python -m sinklab.sink.reference            # rewrite the key blocks of docs/
     python -m sinklab.sink.reference --check    # exit 1 when they are out of date
 
-Each block of the README between ``<!-- keys:begin NAME -->`` and ``<!-- keys:end NAME -->`` holds
-what ``reference_markdown`` makes of its keys.
+Each block of a page between ``<!-- keys:begin NAME -->`` and ``<!-- keys:end NAME -->`` holds what
+``reference_markdown`` makes of its keys. The docs site renders them again when it builds.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 
 from sinklab.sink.keys import MAINTENANCE_KEYS, OWNERS, SINK_KEYS, Key
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCKS: dict[str, Sequence[Key]] = {"sink": SINK_KEYS, "maintenance": MAINTENANCE_KEYS}
+PAGES = {"sink": DOCS / "sink.md", "maintenance": DOCS / "maintenance.md"}  # where each block is
 
 
 def reference_markdown(keys: Sequence[Key] = SINK_KEYS) -> str:
@@ -35,27 +36,31 @@ def reference_markdown(keys: Sequence[Key] = SINK_KEYS) -> str:
     return "\n".join(out).rstrip("\n")
 
 
-def render_readme(text: str) -> str:
-    """``text`` (the README) with each key block holding what ``reference_markdown`` makes of its keys."""
+def render_blocks(text: str) -> str:
+    """``text`` (a page) with each key block it has holding what ``reference_markdown`` makes of its keys."""
     for name, keys in BLOCKS.items():
         begin, end = f"<!-- keys:begin {name} -->", f"<!-- keys:end {name} -->"
         head, found, rest = text.partition(begin)
-        if not found or end not in rest:
-            raise ValueError(f"the README has no block {begin} ... {end}")
-        text = f"{head}{begin}\n{reference_markdown(keys)}\n{end}{rest.partition(end)[2]}"
+        if found:
+            if end not in rest:
+                raise ValueError(f"the block {begin} has no {end}")
+            text = f"{head}{begin}\n{reference_markdown(keys)}\n{end}{rest.partition(end)[2]}"
     return text
 
 
 def main(argv: Sequence[str]) -> int:
-    text = README.read_text()
-    rendered = render_readme(text)
-    if "--check" in argv:
+    stale = []
+    for path in sorted(set(PAGES.values())):
+        text = path.read_text()
+        rendered = render_blocks(text)
         if rendered != text:
-            print(f"{README}: the key reference is out of date; run python -m sinklab.sink.reference",
-                  file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(rendered)
+            stale.append(path)
+            if "--check" not in argv:
+                path.write_text(rendered)
+    if stale and "--check" in argv:
+        print(f"{', '.join(map(str, stale))}: the key reference is out of date; run python -m sinklab.sink.reference",
+              file=sys.stderr)
+        return 1
     return 0
 
 
