@@ -21,10 +21,12 @@ setup-all: setup $(REGISTRY_STAMP) $(JAVA_SINK_STAMP)
 # Jupyter kernels the machine has.
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "sinklab needs Python 3.11 ($(PYTHON) not found); set PYTHON=..."; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,s3,notebooks,docs]"
-	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sinklab)" >/dev/null
+	@echo "setup: a virtualenv in $(VENV) with sinklab and its extras from PyPI (a minute or two the first time)"
+	@t=$$(date +%s); $(PYTHON) -m venv $(VENV) && \
+	$(PY) -m pip install --quiet --upgrade pip && \
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e ".[dev,s3,notebooks,docs]" && \
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (sinklab)" >/dev/null && \
+	echo "setup: $(VENV) ready in $$(( $$(date +%s) - t )) s"
 	@touch $(STAMP)
 
 # The JVM parts from Maven Central (PySpark's Ivy; no mvn), into ~/.cache/sinklab/jars: the tests and
