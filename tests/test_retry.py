@@ -281,3 +281,25 @@ def test_a_slow_first_cycle_is_not_idleness() -> None:
     sink._connect = lambda: coordinator  # type: ignore[method-assign]
     assert sink.run_until_idle(0.3) == 0
     assert len(checks) >= 2  # it looked again after the slow one, and then found nothing for 0.3 s
+
+
+def test_idleness_counts_from_the_cycle_that_found_nothing() -> None:
+    """``--until-idle N`` after records: N seconds from the planning of the first cycle that found
+    nothing, not from the last cycle that found some (the interval between them is not idleness)."""
+    from sinklab.sink.coordinator import CycleResult
+
+    sink, _ = flaky_sink([], **{"iceberg.control.commit.interval-ms": "200"})
+    checks: list[tuple[float, bool]] = []
+
+    def one_then_nothing() -> CycleResult | None:
+        found = not checks
+        checks.append((time.monotonic(), found))
+        return CycleResult("c1", 1) if found else None
+
+    coordinator = Flaky([])
+    coordinator.run_cycle = one_then_nothing  # type: ignore[method-assign]
+    sink._connect = lambda: coordinator  # type: ignore[method-assign]
+    assert sink.run_until_idle(0.3) == 1
+    first_empty = next(t for t, found in checks if not found)
+    assert checks[-1][0] - first_empty >= 0.3  # it stopped only N seconds after it first found nothing
+    assert len([c for c in checks if not c[1]]) >= 3  # at 0, 0.2 and 0.4 s: three looks, not two

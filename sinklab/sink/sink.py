@@ -277,9 +277,10 @@ class IcebergSink:
 
     def run_until_idle(self, idle_seconds: float) -> int:
         """Cycles at the sink's pace until ``idle_seconds`` pass with nothing new; returns cycles run.
-        Failed cycles are retried as in ``start``; time spent failing does not count as idle, nor does
-        the first cycle's own time (a driver starting on a busy laptop is not a quiet topic): the idle
-        clock starts when a cycle ends."""
+        Failed cycles are retried as in ``start``; time spent failing does not count as idle, nor does a
+        cycle's own time (a driver starting on a busy laptop is not a quiet topic) or the wait after one
+        that found records: the idle clock starts when the first cycle that found nothing planned (it
+        ends right after)."""
         idle_since: float | None = None
         cycles = 0
         while not self._stop.is_set():
@@ -291,7 +292,7 @@ class IcebergSink:
                 continue
             if result is not None:
                 cycles += 1
-                idle_since = time.monotonic()
+                idle_since = None
             else:
                 idle_since = time.monotonic() if idle_since is None else idle_since
                 if time.monotonic() - idle_since >= idle_seconds:
