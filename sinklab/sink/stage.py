@@ -500,9 +500,10 @@ class Stager:
         checked: BadRows | None = None
         if c.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
-            rows = with_operation(rows, row_ids(self.config, state), c.cdc_field)
+            ids = row_ids(self.config, state)
+            rows = with_operation(rows, ids, c.cdc_field)
             if one.cycle.replay is not None and one.cycle.replay.letters is not None:
-                rows = self._unsuperseded(one.cycle.replay.letters, rows, row_ids(self.config, state))
+                rows = self._unsuperseded(one.cycle.replay.letters, rows, ids)
             self._bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
             checked = BadRows(rows, dlq.observed(c.errors_tolerance))
