@@ -35,6 +35,7 @@ PNG = "image/png"
 PAGES = {"README.md": "index.md", "bench/README.md": "bench.md", "CHANGELOG.md": "changelog.md",
          **{f"notebooks/{p.name}": f"tutorials/{p.stem}.md" for p in NOTEBOOKS}}
 LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+FENCE = re.compile(r"(^```.*?^```)", re.MULTILINE | re.DOTALL)
 
 
 def executed_folder() -> Path:
@@ -94,7 +95,9 @@ def relink(markdown: str, source: str, uri: str) -> str:
             return f"{text} (`{resolved}`)" if text and not bang else f"`{resolved}`"
         return f"{bang}[{text}]({'../' * depth}{site}{'#' + anchor if anchor else ''})"
 
-    return LINK.sub(fix, markdown)
+    # Code blocks are left as they are: ``f[i](x)`` is Python, not a link.
+    parts = FENCE.split(markdown)
+    return "".join(part if FENCE.fullmatch(part) else LINK.sub(fix, part) for part in parts)
 
 
 def tutorial_page(nb: Any, stem: str) -> tuple[str, dict[str, bytes]]:
