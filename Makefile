@@ -72,7 +72,7 @@ lint: setup
 	$(VENV)/bin/ruff check sinklab tests bench docs
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
-# Two workers, each with its own shared stack: most of the suite's time is waiting (README); the
+# Two workers, each with its own shared stack: most of the suite's time is waiting (docs/getting-started.md); the
 # notebooks all on one of them (their own shared stack, --dist loadgroup); then the tests marked serial, alone.
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train

@@ -169,6 +169,7 @@ def test_the_docs_show_every_tutorial_executed_with_its_figures(tmp_path: Path, 
                                                                executed: Path) -> None:
     for path in NOTEBOOKS:
         if not (executed / path.name).exists():
+            (tmp_path / path.stem).mkdir()
             run_on_the_shared_stack(path, tmp_path / path.stem, kernel, shared_stack, executed)
     built = build_site(executed, tmp_path / "site")
     assert built.returncode == 0, built.stderr
