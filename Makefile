@@ -107,7 +107,7 @@ notebooks: setup-all tools
 		start=$$(date +%s); \
 		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $$shared $(ARGS) || exit 1; \
 		echo "   $$(( $$(date +%s) - start )) s"; \
-		$(VENV)/bin/jupyter nbconvert --to html --log-level WARN "$$out" || exit 1; \
+		$(VENV)/bin/jupyter nbconvert --to html --log-level ERROR "$$out" || exit 1; \
 	done; \
 	echo "make notebooks: $$(( $$(date +%s) - all )) s for the eleven$${shared:+, the shared stack's start included}"
 
