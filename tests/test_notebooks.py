@@ -162,9 +162,11 @@ def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, objec
     return out
 
 
-# Last of the group: the tutorials ran above (any that did not, as when this runs alone, run here).
+# Last of the group: the tutorials ran above (any that did not, as when this runs alone, run here: all
+# eleven take about ten minutes, past the suite's per-test timeout).
 @pytest.mark.spark
 @pytest.mark.xdist_group("notebooks")
+@pytest.mark.timeout(1800)
 def test_the_docs_show_every_tutorial_executed_with_its_figures(tmp_path: Path, kernel: str, shared_stack: Path,
                                                                executed: Path) -> None:
     for path in NOTEBOOKS:
