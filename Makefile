@@ -105,7 +105,7 @@ notebooks: setup-all tools
 		out=".sinklab/notebooks/$$(basename $$nb)"; \
 		echo "== $$nb"; \
 		start=$$(date +%s); \
-		$(VENV)/bin/papermill --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $$shared $(ARGS) || exit 1; \
+		$(VENV)/bin/papermill --engine sinklab --kernel $(KERNEL) --cwd notebooks --no-progress-bar "$$nb" "$$out" $$shared $(ARGS) || exit 1; \
 		echo "   $$(( $$(date +%s) - start )) s"; \
 		$(VENV)/bin/jupyter nbconvert --to html --log-level ERROR "$$out" || exit 1; \
 	done; \

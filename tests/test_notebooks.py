@@ -28,6 +28,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 PLOTLY = "application/vnd.plotly.v1+json"
 PNG = "image/png"
 KERNEL = "sinklab"
+ENGINE = "sinklab"  # papermill's engine with the kernel over IPC (sinklab/headless.py), as make notebooks runs it
 MAX_BYTES = 2_000_000
 # Log lines that leaked into an output: log4j's and Spark's console format, librdkafka's
 # "%3|1700000000.123|FAIL|...", Python's warnings; and reprs nobody meant to print.
@@ -76,6 +77,22 @@ def kernel() -> str:
                         "--display-name", "Python (sinklab)"], check=True, capture_output=True)
     assert spec_python() == sys.executable
     return KERNEL
+
+
+def test_the_engine_runs_the_kernel_quietly_over_ipc(kernel: str, tmp_path: Path,
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    """Over TCP ipykernel warns on its stderr, which papermill's process shares (make notebooks' terminal)."""
+    import papermill
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from ipykernel.kernelapp import IPKernelApp\nprint(IPKernelApp.instance().transport)")])
+    nb.metadata.kernelspec = {"name": kernel, "display_name": "Python (sinklab)", "language": "python"}
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    papermill.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name=kernel,
+                               engine_name=ENGINE, progress_bar=False)
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert [o.text.strip() for o in out.cells[0].outputs] == ["ipc"]
+    assert "without encryption" not in capfd.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +154,7 @@ def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, objec
     started = time.monotonic()
     try:
         parameters = {"workdir": str(workdir), **SMALL.get(path.stem, {}), **extra}
-        papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=kernel,
+        papermill.execute_notebook(str(path), str(out), parameters=parameters, kernel_name=kernel, engine_name=ENGINE,
                                    cwd=str(path.parent), progress_bar=False, execution_timeout=600)
     finally:
         left = stop_leftovers(str(workdir))  # the kernel's stack, if the notebook did not close it
