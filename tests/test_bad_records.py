@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import run_cli, sink_config
 
+from sinklab import viz
 from sinklab.sink import IcebergSink, RecordError, read_control_log
 from sinklab.sink import coordinator as coordinator_module
 from sinklab.stack import Stack
@@ -184,6 +185,15 @@ def test_tolerance_all_dead_letters_every_kind(stack: Stack, unique: str) -> Non
         assert r.source_timestamp is not None
     assert result.tables[dlq_table].records == len(rows)
 
+    # Where the records went, each counted once: the letters in the dead-letter table, none left over for
+    # the dead-letter topic's node (it holds the same letters), and not among the rows the cycle wrote.
+    cycle_frame = viz.cycles(stack, sink=f"sink-{unique}")
+    flow = viz.flows(cycle_frame, viz.commits(stack, sink=f"sink-{unique}")).set_index("target")["records"]
+    assert flow.to_dict() == {f"sink-{unique}": len(values), table: len(GOOD), dlq_table: len(BAD) - 1,
+                              "tombstones (skipped)": 1}
+    assert cycle_frame["written"].tolist() == [len(GOOD)]
+    assert "dead-letter-table" not in {t.name for t in viz.plot_counters(cycle_frame).data}
+
 
 def test_fanned_out_every_malformed_record_is_dead_lettered_once(stack: Stack, unique: str) -> None:
     # A record that goes to exactly one table is checked to be a JSON object by that table's parse; one
@@ -265,6 +275,29 @@ def test_dead_letter_table_alone_takes_transform_failures(stack: Stack, unique: 
     [row] = dead_letter_rows(stack, dlq_table)
     assert (row.source_offset, row.stage, row.error_class, row.target_table) == (1, "TRANSFORMATION", "transform", None)
     assert "not a Debezium change event" in row.message and row.field is None
+
+
+def test_an_evolution_the_table_refuses_is_a_dead_letter(stack: Stack, unique: str) -> None:
+    """With evolution on, a new field becomes a column; a string for the BIGINT column is no evolution
+    Iceberg allows (only widening is): that record alone goes to the dead-letter table, naming the field."""
+    table = setup_table(stack, unique)
+    dlq_table = f"{unique}.dead_letters"
+    send(stack, unique, encoded([{"id": 1, "kind": "pizza", "name": "a"},
+                                 {"id": 2, "kind": "pizza", "name": "b", "size": "L"},
+                                 {"id": "three", "kind": "pizza", "name": "c", "size": "M"}]))
+    sink = IcebergSink(stack, sink_config(unique, [table], **{
+        "iceberg.tables.evolve-schema-enabled": "true", "errors.tolerance": "all",
+        "errors.deadletterqueue.table.name": dlq_table}))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.counters["type-mismatch"] == 1
+    rows = stack.spark.table(f"sinklab.{table}").orderBy("id").collect()
+    assert [(r.id, r.size) for r in rows] == [(1, None), (2, "L")]
+    [letter] = dead_letter_rows(stack, dlq_table)
+    assert (letter.source_offset, letter.stage, letter.error_class, letter.field, letter.target_table) == (
+        2, "TASK_PUT", "type-mismatch", "id", table)
 
 
 @pytest.mark.parametrize("point", coordinator_module.CRASH_POINTS)

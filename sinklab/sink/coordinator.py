@@ -24,6 +24,7 @@ from sinklab.exceptions import CommitContended, CommitTimeout
 from sinklab.sink import control, keys, takeover
 from sinklab.sink import offsets as off
 from sinklab.sink.channel import Channel
+from sinklab.sink.errors import DEAD_LETTER_TABLE, DEAD_LETTERED
 from sinklab.sink.plan import Plan, Planner
 from sinklab.sink.publish import publish
 from sinklab.sink.recovery import drop_stale_stages
@@ -104,7 +105,7 @@ class Coordinator:
         with self.channel.transaction(cycle.commit_id):
             self.channel.start(control.CommitStart(name, cycle.commit_id, _now_ms()))
             if cycle.letters:
-                cycle.counters["dead-lettered"] = len(cycle.letters)
+                cycle.counters[DEAD_LETTERED] = len(cycle.letters)
                 if self.config.dlq_topic:
                     self.channel.dead_letters(cycle.letters)
             for i, table in enumerate([t for t, w in cycle.tables.items() if w.staged is not None]):
@@ -114,6 +115,8 @@ class Coordinator:
                 if i == 0:
                     crash_point("between-table-commits")
             crash_point("after-table-commits")
+            if self.config.dlq_table in published:
+                cycle.counters[DEAD_LETTER_TABLE] = published[self.config.dlq_table].records
             elapsed_ms = (time.monotonic() - began) * 1000
             if elapsed_ms > self.config.commit_timeout_ms:
                 raise CommitTimeout(

@@ -123,6 +123,11 @@ NO_TABLE = "no-table"
 # one whose partition's later records Kafka no longer holds (so that cannot be told).
 SUPERSEDED = "superseded"
 HISTORY_GONE = "history-gone"
+# A cycle's counters of its dead letters: all of them (whatever their kind), and of those the ones its
+# dead-letter table took (that table is among the cycle's tables: a picture of where records went counts
+# them there, once).
+DEAD_LETTERED = "dead-lettered"
+DEAD_LETTER_TABLE = "dead-letter-table"
 
 
 BAD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM, TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE,

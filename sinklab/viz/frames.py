@@ -27,7 +27,7 @@ from sinklab.sink import iceberg_events as apache
 from sinklab.sink.apache_log import ApacheLog
 from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
 from sinklab.sink.dlq import stage_of
-from sinklab.sink.errors import BAD_KINDS
+from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED
 from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
 from sinklab.sink.topics import TopicReader
@@ -345,7 +345,9 @@ def cycles(source: KafkaSource, sink: str | None = None, control_topic: str = CO
         "sink": done["sink"], "cycle": done["cycle"], "commit_id": done["commit_id"],
         "started_at": done["started_at"], "completed_at": done["ts"], "vtts": done["vtts"],
         "read": done["counters"].map(lambda c: int(c.get("records", 0))),
-        "written": done["tables"].map(lambda ts: sum(int(t["records"]) for t in ts)),
+        # The dead-letter table's rows are the cycle's bad records, not rows it wrote.
+        "written": done["tables"].map(lambda ts: sum(int(t["records"]) for t in ts))
+        - done["counters"].map(lambda c: int(c.get(DEAD_LETTER_TABLE, 0))),
         "tables": done["tables"].map(len),
         "data_files": done["tables"].map(lambda ts: sum(len(t["data_files"]) for t in ts)),
         "bytes": done["tables"].map(lambda ts: sum(int(t["bytes"]) for t in ts)),
@@ -371,7 +373,7 @@ def dead_letter_stages(cycle_frame: pd.DataFrame) -> dict[str, int]:
     (a framed key's converter errors count as the value's here; the dead-letter table's ``stage`` tells)."""
     out: dict[str, int] = {}
     for counters in cycle_frame.get("counters", []):
-        if not counters.get("dead-lettered"):
+        if not counters.get(DEAD_LETTERED):
             continue  # without dead letters, records no table takes were skipped, not dead-lettered
         for kind in BAD_KINDS:
             if counters.get(kind):
@@ -664,8 +666,9 @@ def lag_history(source: KafkaSource, cycle_frame: pd.DataFrame, timeout: float =
 
 # ---- fan-out
 def flows(cycle_frame: pd.DataFrame, commit_frame: pd.DataFrame) -> pd.DataFrame:
-    """Records from each topic into the sink, and from the sink into each table (and to the
-    dead-letter topic, or skipped): ``source, target, records``, for a sankey.
+    """Records from each topic into the sink, and from the sink into each table (the dead-letter table
+    too), to the dead-letter topic (those no dead-letter table took), or skipped: ``source, target,
+    records``, for a sankey.
 
     Records read per topic are the growth of the cycles' end offsets (the first cycle counted from
     offset 0, as a sink that starts at the beginning of its topics does); with one topic, the
@@ -692,8 +695,10 @@ def flows(cycle_frame: pd.DataFrame, commit_frame: pd.DataFrame) -> pd.DataFrame
         for c in own["counters"]:
             for key, value in c.items():
                 counters[key] = counters.get(key, 0) + int(value)
-        if counters.get("dead-lettered"):
-            rows.append({"source": sink, "target": "dead letters", "records": counters["dead-lettered"]})
+        if counters.get(DEAD_LETTERED):
+            untabled = counters[DEAD_LETTERED] - counters.get(DEAD_LETTER_TABLE, 0)
+            if untabled > 0:
+                rows.append({"source": sink, "target": "dead letters", "records": untabled})
         elif counters.get("no-table"):
             rows.append({"source": sink, "target": "no table (skipped)", "records": counters["no-table"]})
         if counters.get("tombstones"):
