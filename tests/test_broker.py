@@ -95,33 +95,30 @@ def test_a_cluster_id_starting_with_a_dash_formats(tmp_path: Path, monkeypatch: 
 
 
 def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel may offer a just-closed port again: the broker once got one for its listener and
-    its controller both."""
+    """A port may look free again once handed out (its server not started yet): the broker once got one
+    for its listener and its controller both."""
+    from sinklab.stack import process
+
+    offered = iter([21001, 21001, 21001, 21002])
+    monkeypatch.setattr(process, "_handed_out", set())
+    monkeypatch.setattr(process._random, "randrange", lambda low, high: next(offered))
+    monkeypatch.setattr(process, "port_free", lambda port: True)
+    assert [process.free_port(), process.free_port()] == [21001, 21002]
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_bindable() -> None:
+    """Outgoing connections take ports from the ephemeral range: a server's port chosen there can be
+    gone by the time the server binds it."""
     import socket
 
     from sinklab.stack import process
 
-    offered = iter([40001, 40001, 40001, 40002])
-
-    class Probe:
-        def __init__(self, *args: object) -> None:
-            self.port = next(offered)
-
-        def __enter__(self) -> Probe:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-        def bind(self, address: tuple[str, int]) -> None:
-            assert address == (process.LOOPBACK, 0)
-
-        def getsockname(self) -> tuple[str, int]:
-            return (process.LOOPBACK, self.port)
-
-    monkeypatch.setattr(process, "_handed_out", set())
-    monkeypatch.setattr(socket, "socket", Probe)
-    assert [process.free_port(), process.free_port()] == [40001, 40002]
+    floor = int(process.EPHEMERAL_RANGE.read_text().split()[0])
+    for _ in range(20):
+        port = process.free_port()
+        assert process.PORT_FLOOR <= port < floor
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((process.LOOPBACK, port))
 
 
 def test_create_topic_waits_until_every_partition_has_a_leader(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,20 +20,39 @@ LOOPBACK = "127.0.0.1"
 
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
+_random = random.SystemRandom()
+# The servers' ports come from below the kernel's ephemeral range. A port bind(0) offers is one the
+# kernel also hands any outgoing connection: in the seconds before a broker bound its listener, another
+# process's client took it (CI, two workers starting stacks, 2026-11-26).
+PORT_FLOOR = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+EPHEMERAL_DEFAULT = 32768  # Linux's default floor; IANA's range (macOS, Windows) starts at 49152
 
 
 def free_port() -> int:
-    """A port free now, and never one this process handed out before: the kernel may offer a port
-    again as soon as its probe socket closes, and a broker once got it for its listener and its
-    controller both (the suite, on CI)."""
+    """A port free now, below the ephemeral range, and never one this process handed out before (the
+    kernel's probe once gave a broker one port for its listener and its controller both)."""
+    top = _ephemeral_floor()
     with _handed_out_lock:
         while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((LOOPBACK, 0))
-                port = int(sock.getsockname()[1])
+            if top - PORT_FLOOR >= 1000:
+                port = _random.randrange(PORT_FLOOR, top)
+                if not port_free(port):
+                    continue
+            else:  # a range configured down to here: the kernel's own choice
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind((LOOPBACK, 0))
+                    port = int(sock.getsockname()[1])
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return EPHEMERAL_DEFAULT
 
 
 def port_free(port: int) -> bool:
