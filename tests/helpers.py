@@ -21,6 +21,7 @@ from sinklab.stack.process import stop_pid
 
 if TYPE_CHECKING:
     from sinklab.fresh import FreshRead
+    from sinklab.sink.coordinator import CycleResult
 
 
 def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -30,15 +31,17 @@ def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> d
         "value.converter.schemas.enable": "false", **extra}}
 
 
-def once(stack: Stack, config: dict[str, Any]) -> None:
+def once(stack: Stack, config: dict[str, Any]) -> CycleResult:
     """One cycle of a sink made for it, which must find records."""
     from sinklab.sink import IcebergSink
 
     sink = IcebergSink(stack, config)
     try:
-        assert sink.run_once() is not None
+        result = sink.run_once()
     finally:
         sink.stop()
+    assert result is not None
+    return result
 
 
 def produce(stack: Stack, topic: str, count: int, seed: int) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from helpers import run_cli, sink_config
+from helpers import once, run_cli, sink_config
 
 from sinklab import viz
 from sinklab.sink import IcebergSink, RecordError, read_control_log
@@ -285,14 +285,10 @@ def test_an_evolution_the_table_refuses_is_a_dead_letter(stack: Stack, unique: s
     send(stack, unique, encoded([{"id": 1, "kind": "pizza", "name": "a"},
                                  {"id": 2, "kind": "pizza", "name": "b", "size": "L"},
                                  {"id": "three", "kind": "pizza", "name": "c", "size": "M"}]))
-    sink = IcebergSink(stack, sink_config(unique, [table], **{
+    result = once(stack, sink_config(unique, [table], **{
         "iceberg.tables.evolve-schema-enabled": "true", "errors.tolerance": "all",
         "errors.deadletterqueue.table.name": dlq_table}))
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None and result.counters["type-mismatch"] == 1
+    assert result.counters["type-mismatch"] == 1
     rows = stack.spark.table(f"sinklab.{table}").orderBy("id").collect()
     assert [(r.id, r.size) for r in rows] == [(1, None), (2, "L")]
     [letter] = dead_letter_rows(stack, dlq_table)
