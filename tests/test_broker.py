@@ -113,7 +113,7 @@ def test_free_ports_are_below_the_ephemeral_range_and_bindable() -> None:
 
     from sinklab.stack import process
 
-    floor = int(process.EPHEMERAL_RANGE.read_text().split()[0])
+    floor = process._ephemeral_floor()
     for _ in range(20):
         port = process.free_port()
         assert process.PORT_FLOOR <= port < floor
