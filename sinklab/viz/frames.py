@@ -27,7 +27,7 @@ from sinklab.sink import iceberg_events as apache
 from sinklab.sink.apache_log import ApacheLog
 from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
 from sinklab.sink.dlq import stage_of
-from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED
+from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED, NO_TABLE
 from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
 from sinklab.sink.topics import TopicReader
@@ -699,8 +699,8 @@ def flows(cycle_frame: pd.DataFrame, commit_frame: pd.DataFrame) -> pd.DataFrame
             untabled = counters[DEAD_LETTERED] - counters.get(DEAD_LETTER_TABLE, 0)
             if untabled > 0:
                 rows.append({"source": sink, "target": "dead letters", "records": untabled})
-        elif counters.get("no-table"):
-            rows.append({"source": sink, "target": "no table (skipped)", "records": counters["no-table"]})
+        elif counters.get(NO_TABLE):
+            rows.append({"source": sink, "target": "no table (skipped)", "records": counters[NO_TABLE]})
         if counters.get("tombstones"):
             rows.append({"source": sink, "target": "tombstones (skipped)", "records": counters["tombstones"]})
     return pd.DataFrame(rows, columns=["source", "target", "records"])
