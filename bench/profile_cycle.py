@@ -7,8 +7,12 @@ nothing written), so the differences between rows are what each stage adds:
 2. + prepare: UTF-8 decoding, route and operation columns (``convert.prepare``; one table's values are
    checked to be JSON objects by the next stage's parse)
 3. + rows: the parse into the table's columns with their type checks (``convert.to_rows``)
-4. + write: the same rows as the table's Parquet files (Iceberg's writer), uncommitted
-5. Spark alone: the same values from text files, ``from_json`` into the table's types, Parquet
+4. + Parquet: the same rows as Parquet files (Spark's writer, zstd)
+5. + observed: as 3, with the aggregates a cycle's write observes on the way (its figures and its bad
+   rows: ``convert.Observed``, ``convert.BadRows``), to ``noop``
+6. the sink's write: as 5, written by Iceberg's writer into the table's data files, uncommitted
+   (``write._write_files``, as a cycle stages them)
+7. Spark alone: the same values from text files, ``from_json`` into the table's types, Parquet
 
     python bench/profile_cycle.py [--records 500000] [--partitions 6] [--rounds 2]
 
@@ -23,11 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyspark.sql import functions as F
+
 from sinklab.generators import PizzaGenerator
-from sinklab.sink import IcebergSink, load_config
-from sinklab.sink.convert import prepare, to_rows, with_payload
+from sinklab.sink import IcebergSink, dlq, load_config
+from sinklab.sink.columns import ERROR
+from sinklab.sink.convert import BadRows, Observed, prepare, to_rows, with_payload
 from sinklab.sink.offsets import OffsetRange
 from sinklab.sink.reader import read_ranges
+from sinklab.sink.stage import record_bytes
+from sinklab.sink.write import _write_files
 from sinklab.stack import Stack
 
 
@@ -88,6 +97,22 @@ def main() -> None:
             columns = [f.name for f in schema.fields]
             rows().select(*columns).write.mode("overwrite").option("compression", "zstd").parquet(str(staged))
 
+        def observed():  # type: ignore[no-untyped-def]
+            # The figures a one-pass cycle observes (``Stager._stat_metrics``) and its write's bad rows.
+            stats = Observed(prepared(), F.count(F.lit(1)).alias("n"),
+                             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
+                             F.count(F.col(ERROR)).alias("bad"), dlq.observed("none"), record_bytes().alias("bytes"))
+            records = stats.df.where(F.col("value").isNotNull()).where(F.col(ERROR).isNull())
+            return BadRows(to_rows(records, schema), dlq.observed("none")).df.where(F.col(ERROR).isNull())
+
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "sinklab.bench.profile")
+        written = iter(range(10**6))
+
+        def iceberg() -> None:
+            columns = [f.name for f in schema.fields]
+            _write_files(spark, table, observed().select(*columns), f"profile-{next(written)}")
+
         text = Path(tmp) / "text"
         raw().selectExpr("CAST(value AS STRING) AS value").write.mode("overwrite").text(str(text))
         alone_schema = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
@@ -99,7 +124,7 @@ def main() -> None:
             values.write.mode("overwrite").option("compression", "zstd").parquet(str(Path(tmp) / "alone"))
 
         stages = {"read": noop(raw), "+ prepare": noop(prepared), "+ rows": noop(rows), "+ Parquet (zstd)": write,
-                  "Spark alone": alone}
+                  "+ observed": noop(observed), "the sink's write (Iceberg)": iceberg, "Spark alone": alone}
         for run in stages.values():  # once untimed: the JVM's JIT warms to every stage's code first
             run()  # type: ignore[operator]
         out = {}

@@ -489,6 +489,7 @@ def test_one_parse_into_the_fields_types_gives_what_the_text_path_gives(stack: S
     from sinklab.sink.convert import convert, prepare, to_rows, with_payload
     from sinklab.sink.reader import RAW_DDL
 
+    assert stack.spark is not None  # parsing a type string needs a session; this test may ask first
     schema = T._parse_datatype_string(ONE_PARSE_SCHEMA)
     assert isinstance(schema, T.StructType)
     texts = ['{"i": 1, "l": 2, "b": true, "t": "x", "f": 1.25, "d": 0.5, "ts": 0}', '{"l": 3}',
@@ -518,3 +519,33 @@ def test_one_parse_into_the_fields_types_gives_what_the_text_path_gives(stack: S
     assert got[0][ERROR] is None and got[0]["i"] == 1 and got[0]["f"] == 1.25
     kinds = {e.split(":")[0] for r in got.values() if (e := r[ERROR])}
     assert {"type-mismatch", "out-of-range", "missing-required"} <= kinds
+
+
+# A timestamp or date column reads an integer as Connect's epoch millis or days, and anything else as
+# its text; ``convert`` tells them apart by a cast before the regex (``_integer_text``), so these pin
+# both sides of that test, the edges included (a sign the regex refuses, a number the cast cannot hold).
+EPOCH_OR_TEXT = [
+    ("timestamp", "1704371293000", 1704371293000), ("timestamp", "\t-1000 ", -1000), ("timestamp", "2024", 2024),
+    ("timestamp", "2024-01-04T12:28:13Z", 1704371293000), ("timestamp", "+5", None),
+    ("timestamp", "99999999999999999999", None), ("timestamp", "253402300800000", None), ("timestamp", "1.5", None),
+    ("date", "19724", 19724), ("date", "2024", 2024), ("date", "2024-01-04", 19726), ("date", "+5", None),
+    ("date", "99999999999", None), ("date", "-2932897", None), ("date", "1704371293000", None),
+]
+
+
+def test_a_timestamp_or_date_reads_an_integer_as_epoch_and_other_text_as_a_date(stack: Stack) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sinklab.sink.convert import convert
+
+    spark = stack.spark
+    got = []
+    for kind, dtype, as_number in (("timestamp", T.TimestampType(), F.unix_millis),
+                                   ("date", T.DateType(), F.unix_date)):
+        values = spark.createDataFrame([(raw,) for k, raw, _ in EPOCH_OR_TEXT if k == kind], "raw string")
+        value, error = convert(F.col("raw"), dtype, "c")
+        for row in values.select("raw", as_number(value).alias("n"), error.alias("e")).collect():
+            assert (row.n is None) == (row.e is not None), row  # a value, or an error naming it
+            got.append((kind, row.raw, row.n))
+    assert got == EPOCH_OR_TEXT
