@@ -522,8 +522,8 @@ def test_one_parse_into_the_fields_types_gives_what_the_text_path_gives(stack: S
 
 
 # A timestamp or date column reads an integer as Connect's epoch millis or days, and anything else as
-# its text; ``convert`` tells them apart by a cast before the regex (``_integer_text``), so these pin
-# both sides of that test, the edges included (a sign the regex refuses, a number the cast cannot hold).
+# its text: both sides of ``convert``'s test for an integer, its edges included (a sign the regex
+# refuses, a number the cast cannot hold).
 EPOCH_OR_TEXT = [
     ("timestamp", "1704371293000", 1704371293000), ("timestamp", "\t-1000 ", -1000), ("timestamp", "2024", 2024),
     ("timestamp", "2024-01-04T12:28:13Z", 1704371293000), ("timestamp", "+5", None),

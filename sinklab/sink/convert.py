@@ -82,13 +82,6 @@ def _connect_decimal_udf(dtype: T.DecimalType) -> Any:
     return decode
 
 
-def _integer_text(raw: Column, as_number: Column) -> Column:
-    """Whether ``raw`` is an integer's text (``INT_RE``) that ``as_number`` (its cast) holds. The cast
-    fails fast on the usual text, a date or a timestamp, which then pays no regex: the regex ran for
-    every timestamp and cost a fifth of a pizza's conversion (bench/README.md, "A timestamp's text")."""
-    return as_number.isNotNull() & raw.rlike(INT_RE)
-
-
 def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:  # noqa: C901 - one case per type
     """(value, error) for one JSON text column converted to ``dtype``; error is null when fine.
 
@@ -129,14 +122,14 @@ def convert(raw: Column, dtype: T.DataType, name: str) -> tuple[Column, Column]:
         target = "timestamp_ntz" if isinstance(dtype, T.TimestampNTZType) else "timestamp"
         # Epoch millis (Connect's Timestamp), else '2024-01-04 12:28:13' or ISO-8601 with or without zone.
         millis = F.trim(raw).try_cast("long")
-        value = F.when(_integer_text(raw, millis), F.when(F.abs(millis) <= MAX_EPOCH_MILLIS,
-                                                          F.timestamp_millis(millis).cast(target))).otherwise(
+        value = F.when(raw.rlike(INT_RE), F.when(F.abs(millis) <= MAX_EPOCH_MILLIS,
+                                                 F.timestamp_millis(millis).cast(target))).otherwise(
             F.trim(raw).try_cast(target))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a timestamp"))
     if isinstance(dtype, T.DateType):
         # Epoch days (Connect's Date), else 'YYYY-MM-DD'.
         days = F.trim(raw).try_cast("int")
-        value = F.when(_integer_text(raw, days), F.when(F.abs(days) <= MAX_EPOCH_DAYS,
+        value = F.when(raw.rlike(INT_RE), F.when(F.abs(days) <= MAX_EPOCH_DAYS,
                                                  F.date_add(F.lit("1970-01-01").cast("date"), days))
                        ).otherwise(F.trim(raw).try_cast("date"))
         return value, F.when(present & value.isNull(), _err(TYPE_MISMATCH, name, raw, "is not a date"))
