@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -240,7 +239,6 @@ class Stager:
         good = records.where(F.col(ERROR).isNull())
         one = _Pass(cycle)
         checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
-        writes: dict[str, tuple[TableState, DataFrame]] = {}
         for name, state in configured.items():
             if route.takes_nothing(self.config, name):
                 # Its write would be a plan Spark optimizes away, and that empties the cycle's
@@ -250,9 +248,8 @@ class Stager:
             if converted is None:  # only inference tells what its records need
                 return self._abandon(cycle)
             state, rows, checked, fields = converted
-            writes[name] = (state, rows)
+            cycle.tables[name] = TableWrite(state, rows, self._stage(one, state, rows))
             checks[name] = (checked, fields)
-        self._stage_tables(one, writes)
         seen = stats.result(one.wait_s())
 
         def new_fields(name: str, fields: Observed | None) -> bool:
@@ -309,15 +306,11 @@ class Stager:
             self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
         good = records.where(F.col(ERROR).isNull())
         two = _Pass(cycle)
-        writes: dict[str, tuple[TableState, DataFrame]] = {}
-        bad_rows: dict[str, BadRows | None] = {}
         for name, state in self._destinations(cycle, good, configured, load).items():
             converted = self._rows(two, state, route.records_for(self.config, good, name), load)
             assert converted is not None  # only one pass stops short
-            state, rows, bad_rows[name], _ = converted
-            writes[name] = (state, rows)
-        self._stage_tables(two, writes)
-        for name, checked in bad_rows.items():
+            state, rows, checked, _ = converted
+            cycle.tables[name] = TableWrite(state, rows, self._stage(two, state, rows))
             self._bad_rows(two, name, checked)
 
     # ---- records
@@ -532,33 +525,6 @@ class Stager:
                               F.col(later).cast("string"), F.lit(") changed its row again"))
         return mine.join(newer, where, "left").withColumn(ERROR, F.when(
             F.col(ERROR).isNull() & F.col(later).isNotNull(), superseded).otherwise(F.col(ERROR))).drop(later)
-
-    def _stage_tables(self, one: _Pass, writes: dict[str, tuple[TableState, DataFrame]]) -> None:
-        """Each table's rows staged (``_stage``) into ``cycle.tables``. Fanned out, the first table's write
-        runs alone (its job fills the cache the others read), then the other appends' writes at once: a
-        write's driver-side work (planning, the snapshot, the catalog) then overlaps another's tasks
-        (bench/README.md, "Fan-out: the tables' writes at once"). A MERGE sets the session's branch, so
-        row-level tables write one after the other. Every write has ended when this returns or raises,
-        and ``cycle.tables`` holds each that staged, for ``release`` to take back."""
-        cycle = one.cycle
-        names = list(writes)
-        at_once = names[1:] if not self.config.row_level else []
-        done: dict[str, Staged | None] = {}
-        try:
-            for name in names[:len(names) - len(at_once)]:
-                done[name] = self._stage(one, *writes[name])
-            if at_once:
-                with ThreadPoolExecutor(len(at_once), thread_name_prefix=f"sinklab-{self.config.name}-write") as pool:
-                    futures = {name: pool.submit(self._stage, one, *writes[name]) for name in at_once}
-                for name, future in futures.items():  # all ended: the pool's exit waits for them
-                    if future.exception() is None:
-                        done[name] = future.result()
-                for future in futures.values():
-                    future.result()  # the first failure, raised
-        finally:
-            for name in names:  # in the configured order: the order the tables are published in
-                if name in done:
-                    cycle.tables[name] = TableWrite(writes[name][0], writes[name][1], done[name])
 
     def _stage(self, one: _Pass, state: TableState, rows: DataFrame) -> Staged | None:
         """The rows the table does not hold yet (``recovery.not_yet_recorded``), written as data files and
