@@ -10,6 +10,7 @@ import pytest
 from helpers import produce_raw, sink_config
 from test_bad_records import dead_letters
 
+from sinklab import viz
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame
 from sinklab.sink import IcebergSink
@@ -184,6 +185,9 @@ def test_avro_keys_name_the_rows_that_tombstones_delete_and_a_bad_key_is_dead_le
     assert f"key schema id {unknown_key_id} is not in the schema registry" in message[6]
     assert "key is not Avro in Confluent's wire format" in message[7]
     assert letters[7]["key"] == b"plain-key" and letters[6]["value"] == records[6][1]  # as they came
+    assert {letters[o]["headers"]["__connect.errors.stage"] for o in letters} == {b"KEY_CONVERTER"}
+    # The dashboard's header counts them at the key's converter, not the value's.
+    assert viz.dead_letter_stages(viz.cycles(stack, sink=sink.config.name)) == {"KEY_CONVERTER": 2}
 
 
 def test_json_schema_values_and_keys_land_typed_from_the_registry_and_a_new_version_adds_its_column(

@@ -60,6 +60,9 @@ TABLE_PROPERTIES = {DEAD_LETTERS_PROP: "true", "write.update.isolation-level": "
                     "write.merge.isolation-level": "snapshot", "write.delete.isolation-level": "snapshot"}
 
 
+KEY_STAGE = "KEY_CONVERTER"
+
+
 def stage_of(kind: str, side: str = "value") -> str:
     """Where a record of this kind failed, in Kafka Connect's stage names; past conversion, the sink's put."""
     if kind in CONVERTER_KINDS:

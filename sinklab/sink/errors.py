@@ -128,6 +128,9 @@ HISTORY_GONE = "history-gone"
 # them there, once).
 DEAD_LETTERED = "dead-lettered"
 DEAD_LETTER_TABLE = "dead-letter-table"
+# Of a cycle's dead letters, those whose key its converter could not read (counted under their kind too):
+# Kafka Connect tells the key's converter stage from the value's.
+KEY_CONVERTER_FAILED = "key-converter"
 
 
 BAD_KINDS = (UNDECODABLE, MALFORMED_JSON, NOT_AN_OBJECT, TRANSFORM, TYPE_MISMATCH, MISSING_REQUIRED, OUT_OF_RANGE,

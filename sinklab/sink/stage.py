@@ -38,7 +38,7 @@ from sinklab.sink.convert import (
     with_operation,
     with_payload,
 )
-from sinklab.sink.errors import NO_TABLE, SUPERSEDED
+from sinklab.sink.errors import KEY_CONVERTER_FAILED, NO_TABLE, SUPERSEDED
 from sinklab.sink.evolve import evolve, new_field
 from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.reader import read_ranges
@@ -384,6 +384,8 @@ class Stager:
         letters = dlq.letters(rows, table) if rows else dlq.collect(bad, table)
         for letter in letters:
             cycle.counters[letter.kind] = cycle.counters.get(letter.kind, 0) + 1
+            if letter.stage == dlq.KEY_STAGE:
+                cycle.counters[KEY_CONVERTER_FAILED] = cycle.counters.get(KEY_CONVERTER_FAILED, 0) + 1
             if self.config.errors_log:
                 dlq.log_letter(letter)
         cycle.letters.extend(letters)

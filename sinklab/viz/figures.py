@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from sinklab.sink.errors import DEAD_LETTER_TABLE, DEAD_LETTERED
+from sinklab.sink.errors import DEAD_LETTER_TABLE, DEAD_LETTERED, KEY_CONVERTER_FAILED
 
 TEMPLATE = "plotly_white"
 # A latency scatter of millions of records would make a notebook of hundreds of megabytes.
@@ -291,10 +291,10 @@ def plot_lag(lag: pd.DataFrame, title: str = "Consumer lag per partition") -> go
 
 def plot_counters(cycle_frame: pd.DataFrame, title: str = "What the sink counted, per cycle") -> go.Figure:
     """Stacked bars of each cycle's counters besides the records read: tombstones, records routed to no
-    table, bad records by kind (their totals, all dead letters and those of the dead-letter table, are left
-    out: they would count them twice; ``bytes``, what the records weighed, is no count of records)."""
+    table, bad records by kind. Left out: the totals (all dead letters, those of the dead-letter table,
+    those whose key did not convert), which would count them twice, and ``bytes``, no count of records."""
     fig = _figure(title, "cycle", "records", barmode="stack")
-    totals = ("records", DEAD_LETTERED, DEAD_LETTER_TABLE, "bytes")
+    totals = ("records", DEAD_LETTERED, DEAD_LETTER_TABLE, KEY_CONVERTER_FAILED, "bytes")
     kinds = sorted({k for c in cycle_frame["counters"] for k in c if k not in totals})
     palette = colors(kinds)
     top: list[int] = [0]

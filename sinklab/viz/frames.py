@@ -26,8 +26,8 @@ from pyiceberg.manifest import FileFormat
 from sinklab.sink import iceberg_events as apache
 from sinklab.sink.apache_log import ApacheLog
 from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
-from sinklab.sink.dlq import stage_of
-from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED, NO_TABLE
+from sinklab.sink.dlq import KEY_STAGE, stage_of
+from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED, KEY_CONVERTER_FAILED, NO_TABLE, UNDECODABLE
 from sinklab.sink.offsets import Offsets, from_property
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
 from sinklab.sink.topics import TopicReader
@@ -369,17 +369,21 @@ def _completed(log: pd.DataFrame) -> pd.DataFrame:
 
 
 def dead_letter_stages(cycle_frame: pd.DataFrame) -> dict[str, int]:
-    """Dead letters of the cycles by Kafka Connect stage, from each cycle's counters of bad-record kinds
-    (a framed key's converter errors count as the value's here; the dead-letter table's ``stage`` tells)."""
+    """Dead letters of the cycles by Kafka Connect stage, from each cycle's counters of bad-record kinds;
+    a converter's kinds are the value's but for those its key's converter failed (``KEY_CONVERTER_FAILED``)."""
     out: dict[str, int] = {}
     for counters in cycle_frame.get("counters", []):
         if not counters.get(DEAD_LETTERED):
             continue  # without dead letters, records no table takes were skipped, not dead-lettered
+        keyed = int(counters.get(KEY_CONVERTER_FAILED, 0))
         for kind in BAD_KINDS:
             if counters.get(kind):
                 stage = stage_of(kind)
                 out[stage] = out.get(stage, 0) + int(counters[kind])
-    return dict(sorted(out.items()))
+        if keyed:
+            out[stage_of(UNDECODABLE)] -= keyed  # a key fails to decode, nothing else
+            out[KEY_STAGE] = out.get(KEY_STAGE, 0) + keyed
+    return dict(sorted((stage, n) for stage, n in out.items() if n))
 
 
 def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.DataFrame:
