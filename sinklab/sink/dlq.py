@@ -60,6 +60,7 @@ TABLE_PROPERTIES = {DEAD_LETTERS_PROP: "true", "write.update.isolation-level": "
                     "write.merge.isolation-level": "snapshot", "write.delete.isolation-level": "snapshot"}
 
 
+# Kafka Connect's stage of a record whose key its converter could not read (``stage_of(kind, "key")``).
 KEY_STAGE = "KEY_CONVERTER"
 
 
