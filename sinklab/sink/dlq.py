@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from sinklab.exceptions import record_error_kind
 from sinklab.sink.columns import ERROR, META
-from sinklab.sink.errors import CONVERTER_KINDS, TRANSFORM, field_at_fault
+from sinklab.sink.errors import CONVERTER_KINDS, TRANSFORM, UNDECODABLE, field_at_fault
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -60,15 +60,15 @@ TABLE_PROPERTIES = {DEAD_LETTERS_PROP: "true", "write.update.isolation-level": "
                     "write.merge.isolation-level": "snapshot", "write.delete.isolation-level": "snapshot"}
 
 
-# Kafka Connect's stage of a record whose key its converter could not read (``stage_of(kind, "key")``).
-KEY_STAGE = "KEY_CONVERTER"
-
-
 def stage_of(kind: str, side: str = "value") -> str:
     """Where a record of this kind failed, in Kafka Connect's stage names; past conversion, the sink's put."""
     if kind in CONVERTER_KINDS:
         return f"{side.upper()}_CONVERTER"
     return "TRANSFORMATION" if kind == TRANSFORM else "TASK_PUT"
+
+
+# Kafka Connect's stage of a record whose key its converter could not read.
+KEY_STAGE = stage_of(UNDECODABLE, "key")
 
 
 @dataclass
