@@ -35,7 +35,7 @@ from sinklab.sink.columns import ERROR
 from sinklab.sink.convert import BadRows, Observed, prepare, to_rows, with_payload
 from sinklab.sink.offsets import OffsetRange
 from sinklab.sink.reader import read_ranges
-from sinklab.sink.stage import record_bytes
+from sinklab.sink.stage import Stager
 from sinklab.sink.write import _write_files
 from sinklab.stack import Stack
 
@@ -97,13 +97,14 @@ def main() -> None:
             columns = [f.name for f in schema.fields]
             rows().select(*columns).write.mode("overwrite").option("compression", "zstd").parquet(str(staged))
 
+        metrics = Stager(config, spark, stack.catalog, kafka)._stat_metrics([])  # every partition read whole
+
         def observed():  # type: ignore[no-untyped-def]
-            # The figures a one-pass cycle observes (``Stager._stat_metrics``) and its write's bad rows.
-            stats = Observed(prepared(), F.count(F.lit(1)).alias("n"),
-                             F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                             F.count(F.col(ERROR)).alias("bad"), dlq.observed("none"), record_bytes().alias("bytes"))
+            # The figures a one-pass cycle observes and its write's bad rows, as the sink's Stager builds them.
+            stats = Observed(prepared(), *metrics)
             records = stats.df.where(F.col("value").isNotNull()).where(F.col(ERROR).isNull())
-            return BadRows(to_rows(records, schema), dlq.observed("none")).df.where(F.col(ERROR).isNull())
+            checked = BadRows(to_rows(records, schema), dlq.observed(config.errors_tolerance))
+            return checked.df.where(F.col(ERROR).isNull())
 
         jvm = spark._jvm  # type: ignore[attr-defined]
         table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "sinklab.bench.profile")
