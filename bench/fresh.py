@@ -16,6 +16,11 @@ from nothing to one interval; and files and snapshots per day of both intervals.
 
     python bench/fresh.py                 # 5,000 events/s, 60 s interval, 150 s of stream per phase
     python bench/fresh.py --quick         # 20 s interval, 50 s per phase
+    python bench/fresh.py --cost          # no sink running: what one read of a Reader costs (about 2 min)
+
+``--cost`` measures a read alone: a table of 20,000 pizzas, a tail of 100,000 more, 2,000 more before
+each of 10 reads of one ``fresh.Reader``; the median over reads 3-10 of the read (pin and tail), of the
+query on it and of the plain table's query.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sinklab import fresh
+from sinklab.generators import PizzaGenerator
 from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.sink import IcebergSink
 from sinklab.stack import Stack
@@ -172,6 +178,37 @@ def phase_committed(stack: Stack, payloads: Path, rate: float, seconds: float) -
             "snapshots_per_day": snaps, "files_per_day": files}
 
 
+def cost(stack: Stack, reads: int = 10) -> dict[str, float]:
+    topic, table = "fresh-cost", "bench.fresh_cost"
+    stack.create_topic(topic, partitions=PARTITIONS)
+    generator = PizzaGenerator(seed=3)
+    generator.produce(stack, topic, count=20_000, partitions=PARTITIONS).wait()
+    sink = IcebergSink(stack, sink_config("fresh-cost", topic, [table], 1000))
+    try:
+        while sink.run_once() is not None:
+            pass
+    finally:
+        sink.stop()
+    generator.produce(stack, topic, count=100_000, partitions=PARTITIONS).wait()
+    spark = stack.spark
+    times: list[tuple[float, float, float]] = []
+    with fresh.Reader(stack, table, spark=spark) as reader:
+        for i in range(reads):
+            generator.produce(stack, topic, count=2_000, partitions=PARTITIONS).wait()
+            t0 = time.monotonic()
+            read = reader.read()
+            t1 = time.monotonic()
+            top_stores(read.df)
+            t2 = time.monotonic()
+            top_stores(spark.table(f"sinklab.{table}"))
+            times.append((t1 - t0, t2 - t1, time.monotonic() - t2))
+            print(f"read {i + 1}: pin and tail {t1 - t0:.2f} s, query {t2 - t1:.2f} s, plain {times[-1][2]:.2f} s "
+                  f"(tail {read.tail_offsets:,} offsets)", flush=True)
+    read_s, query_s, plain_s = (statistics.median(t[k] for t in times[2:]) for k in range(3))
+    return {"read_s": read_s, "query_s": query_s, "fresh_s": read_s + query_s, "plain_s": plain_s,
+            "ratio": (read_s + query_s) / plain_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=5000)
@@ -179,7 +216,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="of stream per phase (default 2.5 intervals)")
     parser.add_argument("--every-s", type=float, default=0.5, help="between fresh reads")
     parser.add_argument("--quick", action="store_true", help="a 20 s interval, 50 s per phase")
+    parser.add_argument("--cost", action="store_true", help="one read's cost, no sink running")
     args = parser.parse_args()
+    if args.cost:
+        with tempfile.TemporaryDirectory(prefix="sinklab-bench-fresh-") as tmp, Stack.embedded(Path(tmp)) as stack:
+            stack.spark.range(1).count()
+            c = cost(stack)
+        print(f"\na read (reads 3-10, median): pin and tail {c['read_s']:.2f} s + query {c['query_s']:.2f} s = "
+              f"{c['fresh_s']:.2f} s; the plain table's query {c['plain_s']:.2f} s ({c['ratio']:.1f}x)")
+        print(json.dumps({"cost": c}))
+        return
     interval_s = 20.0 if args.quick else args.interval_s
     seconds = args.seconds or 2.5 * interval_s
     with tempfile.TemporaryDirectory(prefix="sinklab-bench-fresh-") as tmp, Stack.embedded(Path(tmp)) as stack:
