@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -10,10 +12,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import once, run_cli, sink_config
+from pyspark.sql import functions as F
 
 from sinklab import viz
 from sinklab.sink import IcebergSink, RecordError, read_control_log
 from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.convert import Observed
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -549,3 +553,16 @@ def test_a_timestamp_or_date_reads_an_integer_as_epoch_and_other_text_as_a_date(
             assert (row.n is None) == (row.e is not None), row  # a value, or an error naming it
             got.append((kind, row.raw, row.n))
     assert got == EPOCH_OR_TEXT
+
+
+def test_bytes_from_the_jvm_arrive_whole_through_the_faster_decoding(stack: Stack) -> None:
+    """Observed rows (dead letters among them) come to Python as a JVM byte[]; sinklab decodes those in C
+    instead of py4j's byte-by-byte loop (convert.fast_py4j_bytes): the same bytes, of every value."""
+    import py4j.protocol
+
+    Observed(stack.spark.range(1), F.count("id"))  # installs it
+    assert py4j.protocol.decode_bytearray.__module__ == "sinklab.sink.convert"
+    data = os.urandom(300_000) + bytes(range(256))
+    got = stack.spark._jvm.java.util.Base64.getDecoder().decode(base64.b64encode(data).decode())
+    assert isinstance(got, bytes)
+    assert got == data
