@@ -223,11 +223,13 @@ class Reader:
             d.prime({r.topic for r in ranges})
 
         def prepared() -> DataFrame:
-            kept = self._preparation or preparation(
-                cfg.schemas_enable, cfg.transforms, cfg.route_field, cfg.cdc_field,
-                cfg.default_id_columns if cfg.row_level else None, framed, framed_key, cfg.key_envelope)
-            if not self._decoders:
-                self._preparation = kept
+            kept = self._preparation
+            if kept is None:
+                kept = preparation(cfg.schemas_enable, cfg.transforms, cfg.route_field, cfg.cdc_field,
+                                   cfg.default_id_columns if cfg.row_level else None, framed, framed_key,
+                                   cfg.key_envelope)
+                if not self._decoders:
+                    self._preparation = kept
             return kept.apply(raw)
 
         records = prepared()
