@@ -187,8 +187,11 @@ class Stager:
             if table.staged is not None and name not in published:  # a published stage went away in its commit
                 self.discard(table.staged)
         if cycle.cached is not None:
-            cycle.cached.unpersist()
-            cycle.cached = None
+            cached, cycle.cached = cycle.cached, None
+            try:
+                cached.unpersist()
+            except Exception as exc:  # noqa: BLE001 - a JVM gone with the cycle's own error: that error is the one to raise
+                log.warning("could not drop cycle %s's cache: %s", cycle.commit_id, type(exc).__name__)
 
     def discard(self, staged: Staged) -> None:
         from sinklab.sink.publish import discard
