@@ -110,9 +110,10 @@ class Reader:
         self._decoders: list[FramedDecoder] = []
         self._framed: tuple[FramedDecoder | None, FramedDecoder | None] = (None, None)
         # What does not change between reads, built once as a sink's Stager keeps it (bench/README.md, "Fresh
-        # reads"): the preparation (without a registry, whose decoders learn) and the rows' columns per schema.
+        # reads"): the preparation (without a registry, whose decoders learn) and the rows' columns for the
+        # schema the pieces are converted into.
         self._preparation: Preparation | None = None
-        self._row_columns: tuple[str, RowColumns] | None = None
+        self._row_columns: RowColumns | None = None
 
     def __enter__(self) -> Reader:
         return self
@@ -179,9 +180,12 @@ class Reader:
         # tail starts before what is kept (a table rolled back to an older snapshot).
         kept_from = {tp: min([off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0],
                              default=-1) for tp in partitions}
-        if schema.json() != self._schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
+        converted_into = schema.json()
+        if converted_into != self._schema:
+            self._row_columns = None  # built for the schema before
+        if converted_into != self._schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
                 off.get(p.ends, tp) > off.get(ends, tp) for p in self._pieces for tp in partitions):
-            self._pieces, self._schema = [], schema.json()
+            self._pieces, self._schema = [], converted_into
         # Pieces wholly before the tail's start hold only what the sink has committed since.
         self._pieces = [p for p in self._pieces
                         if any(off.get(p.ends, tp, 0) > off.get(starts, tp) for tp in partitions)]
@@ -241,9 +245,9 @@ class Reader:
         if not cfg.row_level:  # tombstones are skipped, except that a row-level table deletes the row they name
             records = records.where(F.col("value").isNotNull())
         mine = route.records_for(cfg, records.where(F.col(ERROR).isNull()), table)
-        if self._row_columns is None or self._row_columns[0] != schema.json():
-            self._row_columns = (schema.json(), row_columns(schema, cfg.schema_case_insensitive, cfg.variant_value))
-        rows = to_rows(mine, schema, cfg.schema_case_insensitive, cfg.variant_value, self._row_columns[1])
+        if self._row_columns is None:
+            self._row_columns = row_columns(schema, cfg.schema_case_insensitive, cfg.variant_value)
+        rows = to_rows(mine, schema, cfg.schema_case_insensitive, cfg.variant_value, self._row_columns)
         if cfg.row_level:
             rows = with_operation(rows, row_ids(cfg, state), cfg.cdc_field)
         columns = [*schema.fieldNames(), *META, ERROR, *([OP] if cfg.row_level else [])]
