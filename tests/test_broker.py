@@ -108,7 +108,9 @@ def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch)
 
 def test_free_ports_are_below_the_ephemeral_range_and_bindable() -> None:
     """Outgoing connections take ports from the ephemeral range: a server's port chosen there can be
-    gone by the time the server binds it."""
+    gone by the time the server binds it. The test binds as the servers do, with SO_REUSEADDR: a port
+    a stopped broker of an earlier test left in TIME_WAIT is free for a server (CI once failed here
+    binding without it)."""
     import socket
 
     from sinklab.stack import process
@@ -118,7 +120,9 @@ def test_free_ports_are_below_the_ephemeral_range_and_bindable() -> None:
         port = process.free_port()
         assert process.PORT_FLOOR <= port < floor
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((process.LOOPBACK, port))
+            sock.listen()
 
 
 def test_create_topic_waits_until_every_partition_has_a_leader(monkeypatch: pytest.MonkeyPatch) -> None:
