@@ -145,7 +145,6 @@ class Stager:
         self.catalog = catalog
         self.kafka_conf = kafka_conf
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
-        self._table_schemas: dict[tuple[str, str, int], T.StructType] = {}  # by table, uuid and schema id
         self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
         self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
         self._shareable = (settings or config).shareable()
@@ -480,7 +479,8 @@ class Stager:
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
                              f"version 2 (it is {state.table.format_version}); upgrade it with ALTER TABLE ... SET "
                              f"TBLPROPERTIES ('format-version'='2')", table=state.name, sink=c.name)
-        schema = self._table_schema(state)
+        target = f"{c.catalog_name}.{quote(state.name)}"
+        schema = self.spark.table(target).schema
         whole = c.variant_value
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
             raise TableUnfit(keys.VARIANT_VALUE, f"table {state.name} has no VARIANT column {whole} "
@@ -496,8 +496,8 @@ class Stager:
         elif c.evolve_schema and not whole and evolve(
                 self.spark, c.catalog_name, state.name, schema, records, c.typed_values,
                 c.schema_case_insensitive, c.schema_force_optional, c.variant_columns):
+            schema = self.spark.table(target).schema
             state = load(state.name)
-            schema = self._table_schema(state)
         key = (schema.json(), c.schema_case_insensitive, whole)
         if key not in self._row_columns:
             self._row_columns[key] = row_columns(schema, c.schema_case_insensitive, whole)
@@ -514,16 +514,6 @@ class Stager:
             checked = BadRows(rows, dlq.observed(c.errors_tolerance))
             rows = checked.df
         return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
-
-    def _table_schema(self, state: TableState) -> T.StructType:
-        """The table's columns as Spark reads them, kept per table and Iceberg schema id (an id's columns
-        never change): asking Spark loads the table from the catalog again, 16 ms of a one-record cycle."""
-        assert state.table is not None
-        metadata = state.table.metadata
-        key = (state.name, str(metadata.table_uuid), metadata.current_schema_id)
-        if key not in self._table_schemas:
-            self._table_schemas[key] = self.spark.table(f"{self.config.catalog_name}.{quote(state.name)}").schema
-        return self._table_schemas[key]
 
     @staticmethod
     def _unsuperseded(letters: DataFrame, rows: DataFrame, ids: list[str]) -> DataFrame:
