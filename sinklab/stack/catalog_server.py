@@ -16,26 +16,26 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 from sinklab.stack import jars
 from sinklab.stack.process import LOOPBACK
-from sinklab.stack.spark import HADOOP_LOCAL_FILES
+from sinklab.stack.spark import no_local_checksums
 
 JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 
-def serve(port: int, properties: dict[str, str], stack_dir: Path) -> None:
+def serve(port: int, properties: dict[str, str]) -> None:
     """Start Apache's REST catalog in a JVM and serve until SIGTERM."""
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
     gateway_port = launch_gateway(
-        classpath=os.pathsep.join([jars.classpath(jars.ICEBERG_REST), str(hadoop_site(stack_dir))]),
-        javaopts=JVM_OPTS, die_on_exit=True,
+        classpath=jars.classpath(jars.ICEBERG_REST), javaopts=JVM_OPTS, die_on_exit=True,
         redirect_stdout=sys.stdout, redirect_stderr=sys.stderr,
     )
     gateway = JavaGateway(gateway_parameters=GatewayParameters(port=gateway_port, auto_convert=True))
     jvm = gateway.jvm
+    # The catalog writes each commit's metadata file with HadoopFileIO on a local warehouse.
+    no_local_checksums(jvm, jvm.org.apache.hadoop.conf.Configuration())
     config = jvm.java.util.HashMap()
     for key, value in properties.items():
         config.put(key, value)
@@ -83,18 +83,6 @@ def serve(port: int, properties: dict[str, str], stack_dir: Path) -> None:
     os._exit(0)
 
 
-def hadoop_site(stack_dir: Path) -> Path:
-    """A folder with the ``core-site.xml`` the server's Hadoop configuration reads from its classpath:
-    ``spark.HADOOP_LOCAL_FILES``, as the driver's session has them (the server writes a table's
-    metadata files, with HadoopFileIO for a local warehouse)."""
-    folder = stack_dir / "catalog-hadoop"
-    folder.mkdir(parents=True, exist_ok=True)
-    properties = "".join(f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>"
-                         for k, v in HADOOP_LOCAL_FILES.items())
-    (folder / "core-site.xml").write_text(f'<?xml version="1.0"?>\n<configuration>{properties}</configuration>\n')
-    return folder
-
-
 def _declared(gateway: Any, cls: Any, parameter_types: list[Any]) -> Any:
     types = gateway.new_array(gateway.jvm.java.lang.Class, len(parameter_types))
     for i, t in enumerate(parameter_types):
@@ -115,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--properties-file", required=True, help="JSON object of catalog properties")
     parser.add_argument("--stack-dir", required=True, help="the workdir of the stack this server belongs to")
     args = parser.parse_args(argv)
-    serve(args.port, json.loads(Path(args.properties_file).read_text()), Path(args.stack_dir))
+    serve(args.port, json.loads(Path(args.properties_file).read_text()))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -22,13 +22,6 @@ S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # pyspark's own jars hold the Spark Connect server (spark-connect_2.13): a plugin starts it with the driver.
 SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
-
-# Hadoop's file:// without its checksums: LocalFileSystem writes a .crc beside every file and, with no
-# native libhadoop (PySpark ships none), forks `chmod` for each file it creates, .crc included: six forks a
-# one-record cycle (a data file, a manifest, a manifest list). The plain one forks three; a one-record
-# cycle took 0.44-0.50 s instead of 0.54-0.59 (bench/README.md, "Local files without checksums"). For the
-# driver's session and the catalog server, whose metadata files are the table's too.
-HADOOP_LOCAL_FILES = {"fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}
 
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
 # own), measured with bench/ingest.py.
@@ -219,8 +212,6 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in HADOOP_LOCAL_FILES.items():
-        builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
     # A user's own driver options replace sinklab's (the log file, the class archive) whole.
@@ -234,10 +225,22 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         builder = builder.config(key, value)
     with _stderr_to(log_file if logged else None):
         spark = builder.getOrCreate()
+    no_local_checksums(spark._jvm, spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[attr-defined]
     if not logged:
         # Spark's own console configuration: keep its chatter off a notebook's outputs.
         spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def no_local_checksums(jvm: Any, hadoop_conf: Any) -> None:
+    """Hadoop's file:// in this JVM writes no ``.crc`` beside each file. With no native libhadoop (PySpark
+    ships none) it forks ``chmod`` for every file it creates, its ``.crc`` too: six forks a one-record
+    cycle (the data file, the manifest, the manifest list). It is the JVM's cached file system, the one
+    Iceberg's HadoopFileIO and Spark's tasks in local mode get; executors of a cluster keep theirs.
+    Files that have a ``.crc`` are still checked when read. Measured: bench/README.md, "Local files
+    without checksums". (Hadoop's RawLocalFileSystem, which has no checksums at all, cannot be the
+    ``fs.file.impl``: Iceberg's Spark scans ask its scheme, which it does not implement.)"""
+    jvm.org.apache.hadoop.fs.FileSystem.getLocal(hadoop_conf).setWriteChecksum(False)
 
 
 # The exit status Spark's uncaught-exception handler gives a JVM that ran out of memory (SparkExitCode.OOM).
