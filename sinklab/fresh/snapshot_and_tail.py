@@ -181,9 +181,10 @@ class Reader:
         kept_from = {tp: min([off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0],
                              default=-1) for tp in partitions}
         converted_into = schema.json()
-        if converted_into != self._schema:
+        another_schema = converted_into != self._schema
+        if another_schema:
             self._row_columns = None  # built for the schema before
-        if converted_into != self._schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
+        if another_schema or any(off.get(starts, tp) < kept_from[tp] for tp in partitions) or any(
                 off.get(p.ends, tp) > off.get(ends, tp) for p in self._pieces for tp in partitions):
             self._pieces, self._schema = [], converted_into
         # Pieces wholly before the tail's start hold only what the sink has committed since.
