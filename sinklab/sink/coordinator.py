@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +69,10 @@ class CycleResult:
 
 
 class Coordinator:
-    def __init__(self, config: SinkConfig, session: Callable[[], SparkSession], catalog: Catalog,
-                 kafka_conf: dict[str, Any]):
-        self.config, self.catalog = config, catalog
+    def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, Any]):
+        self.config, self.spark, self.catalog = config, spark, catalog
         kafka_conf = {**kafka_conf, **config.kafka_properties}
         self.channel = Channel(config, kafka_conf)  # first: its producer fences every older instance
-        # Then the Spark session: a driver still starting (``Stack.warm_spark``) goes on meanwhile.
-        self.spark = spark = session()
         self.planner = Planner(config, self.channel.group, kafka_conf.get("bootstrap.servers", ""),
                                self.channel.timeout_s)
         self.stager = Stager(config, spark, catalog, kafka_conf)

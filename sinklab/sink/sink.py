@@ -120,7 +120,7 @@ class IcebergSink:
         if self._coordinator is None:
             from sinklab.sink.coordinator import Coordinator
 
-            self._coordinator = Coordinator(self.config, self._session, self.stack.catalog, self.stack.kafka_config())
+            self._coordinator = Coordinator(self.config, self._session(), self.stack.catalog, self.stack.kafka_config())
         return self._coordinator
 
     def _session(self) -> SparkSession:

@@ -204,14 +204,11 @@ class Stager:
 
     # ---- one pass or two
     def _one_pass_fits(self, configured: dict[str, TableState]) -> bool:
-        """Whether the cycle can take one pass: each record's table known from its own fields, appends (a
-        MERGE runs its source in several jobs anyway), schema evolution, when on, decidable by a key scan
-        (typed values need their schemas read), and every table there or created from all the records
-        (routed, a table may get none; a registry's writer schemas may be new, and must be learnt first)."""
+        """Whether the cycle can take one pass: every table there, each record's table known from its
+        own fields, appends (a MERGE runs its source in several jobs anyway), and schema evolution, when
+        on, decidable by a key scan (typed values need their schemas read)."""
         c = self.config
-        creatable = c.auto_create and not c.route_field and not self.decoders
-        return (not c.row_level and not c.dynamic_enabled
-                and all(s.exists or creatable for s in configured.values())
+        return (not c.row_level and not c.dynamic_enabled and all(s.exists for s in configured.values())
                 and not (c.evolve_schema and c.typed_values))
 
     def _one_pass(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState],
@@ -235,19 +232,11 @@ class Stager:
         # A table's rows parse each value once into its columns, and that parse finds the values that are
         # no JSON object too: prepare need not parse them first (bench/README.md, "One parse"), unless a
         # record goes to no table, or to several (it would be dead-lettered once per table).
-        # A table created from the records infers its schema from their JSON objects alone.
-        missing = [name for name, state in configured.items() if not state.exists]
         checks: bool | Column = True
-        if not c.transforms and not c.schema_case_insensitive and not c.dynamic_enabled and not missing:
+        if not c.transforms and not c.schema_case_insensitive and not c.dynamic_enabled:
             checks = route.to_one_table(c) if c.route_field else fanned_out
         prepared = self._prepare(raw, cached=fanned_out, check_objects=checks)
         cycle.cached = prepared if fanned_out else None
-        # Created before the write's observation enters the plan: a job over the observed records (the
-        # inference) would report their metrics in place of the write's. In a fresh driver this one pass
-        # saves the two passes' job of its own (bench/README.md, "Auto-create in one pass").
-        for name in missing:
-            self._create(name, with_payload(prepared).where(F.col("value").isNotNull() & F.col(ERROR).isNull()))
-            configured[name] = load(name)  # the two passes too, should this one not stand
         stats = Observed(prepared, *self._stat_metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
