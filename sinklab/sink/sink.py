@@ -19,7 +19,7 @@ from sinklab.sink.config import SinkConfig, load_config
 from sinklab.sink.errors import jvm_gone, out_of_memory, text_of, transient
 from sinklab.sink.offsets import Lag, TopicPartition
 from sinklab.sink.pace import Cost, LagTarget, due
-from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, SINK_POOL, driver_exit_status, in_pool
+from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, driver_exit_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -169,8 +169,7 @@ class IcebergSink:
             began = time.monotonic()
             try:
                 coordinator = self._connect()
-                with in_pool(coordinator.spark, SINK_POOL):
-                    result = coordinator.run_cycle()
+                result = coordinator.run_cycle()
             except BaseException as exc:
                 # In local mode a task out of memory ends the whole JVM, and only its exit status says
                 # why (its log said so too, but once too late for a reader here, on 2 busy cores).
@@ -265,8 +264,7 @@ class IcebergSink:
         delays the next cycle, and is reported as such."""
         assert self._between_cycles is not None
         started = time.monotonic()
-        with in_pool(coordinator.spark, SINK_POOL):
-            reports = self._between_cycles(coordinator.spark, coordinator.catalog, result)
+        reports = self._between_cycles(coordinator.spark, coordinator.catalog, result)
         if not reports:
             return
         took_ms = int((time.monotonic() - started) * 1000)

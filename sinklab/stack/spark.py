@@ -23,15 +23,6 @@ S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
 
-# Fair scheduling between a sink's cycles (their own pool) and everything else the driver runs (a notebook's
-# queries, fresh reads, Spark Connect clients): a query that arrives while a cycle's job runs takes the
-# next free core, not the end of that job (fairscheduler.xml; bench/README.md, "A query beside a sink").
-SINK_POOL = "sinklab-sink"
-POOL_PROPERTY = "spark.scheduler.pool"
-SCHEDULER_CONF = {"spark.scheduler.mode": "FAIR",
-                  "spark.scheduler.allocation.file": str(Path(__file__).with_name("fairscheduler.xml"))}
-
-
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
 # own), measured with bench/ingest.py.
 SINK_SESSION_CONF = {
@@ -221,8 +212,6 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for key, value in SCHEDULER_CONF.items():
-        builder = builder.config(key, value)
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
     # A user's own driver options replace sinklab's (the log file, the class archive) whole.
@@ -241,19 +230,6 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         # Spark's own console configuration: keep its chatter off a notebook's outputs.
         spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-@contextlib.contextmanager
-def in_pool(spark: SparkSession, pool: str) -> Iterator[None]:
-    """The Spark jobs this thread starts in the block run in scheduler pool ``pool`` (a thread's own
-    setting in PySpark, which pins each Python thread to a JVM thread); the thread's pool before is put back."""
-    context = spark.sparkContext
-    before = context.getLocalProperty(POOL_PROPERTY)
-    context.setLocalProperty(POOL_PROPERTY, pool)
-    try:
-        yield
-    finally:
-        context.setLocalProperty(POOL_PROPERTY, before)  # type: ignore[arg-type] - None removes it
 
 
 def no_local_checksums(jvm: Any, hadoop_conf: Any) -> None:
