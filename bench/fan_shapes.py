@@ -26,6 +26,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from warm_cycles import config as fan_config
 
@@ -69,24 +70,27 @@ def main() -> None:
         probe.close()
         kafka = stack.kafka_config()
 
-        def good(route_field: str | None, check_objects: object, cached: bool = False) -> object:
+        def good(route_field: str | None, check_objects: bool | Column,
+                 cached: bool = False) -> tuple[DataFrame, DataFrame]:
+            """The prepared records, and those of them a table takes (a value, no error)."""
             prepared = preparation(False, [], route_field, cached=cached, check_objects=check_objects).apply(
                 read_ranges(spark, kafka, ranges))
             return prepared, with_payload(prepared).where(F.col("value").isNotNull() & F.col(ERROR).isNull())
 
-        def noop(df: object) -> None:
-            df.where(F.col(ERROR).isNull()).write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+        def noop(df: DataFrame) -> None:
+            df.where(F.col(ERROR).isNull()).write.format("noop").mode("overwrite").save()
 
         def cached_prepared() -> None:
             prepared, records = good(config.route_field, route.to_one_table(config), cached=True)
-            prepared.persist(StorageLevel.MEMORY_AND_DISK)  # type: ignore[attr-defined]
+            prepared.persist(StorageLevel.MEMORY_AND_DISK)
             for table in config.tables:
-                noop(to_rows(route.records_for(config, records, table), schema))  # type: ignore[arg-type]
-            prepared.unpersist()  # type: ignore[attr-defined]
+                noop(to_rows(route.records_for(config, records, table), schema))
+            prepared.unpersist()
 
         def typed_cache() -> None:
             _, records = good(None, False)
-            rows = to_rows(records, schema).withColumn(ROUTE, F.col(config.route_field))  # type: ignore[arg-type]
+            assert config.route_field
+            rows = to_rows(records, schema).withColumn(ROUTE, F.col(config.route_field))
             rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
             for table in config.tables:
                 noop(route.records_for(config, rows, table))
@@ -94,7 +98,7 @@ def main() -> None:
 
         def one_table() -> None:
             _, records = good(None, False)
-            noop(to_rows(records, schema))  # type: ignore[arg-type]
+            noop(to_rows(records, schema))
 
         shapes = {"cached_prepared": cached_prepared, "typed_cache": typed_cache, "one_table": one_table}
         for run in shapes.values():
