@@ -1,4 +1,4 @@
-"""Two shapes of a fan-out cycle's Spark work against one table's, on one warm JVM (#41, item 4).
+"""Shapes of a fan-out cycle's Spark work against one table's, on one warm JVM (#41, item 4).
 
 Pizzas routed on ``sauce`` to three tables of one schema (``bench/warm_cycles.py``'s fan-out), each
 table's rows computed and handed to Spark's ``noop`` sink (every row computed, nothing written), so
@@ -6,6 +6,8 @@ the figures are the read, the conversion and the cache, not Parquet or Iceberg:
 
 - ``cached_prepared``: what the sink does: the prepared records (JSON text, route) cached, then each
   table parses its own records into its columns;
+- ``checkpointed_prepared``: the same records kept as a lazy local checkpoint (filled by the first
+  table's job) instead of Spark's columnar cache;
 - ``typed_cache``: each record parsed once into the tables' shared columns, those rows cached, each
   table a filter of them by its route (taken from the parsed ``sauce``);
 - ``one_table``: the same records, one table, no cache: the baseline.
@@ -87,6 +89,14 @@ def main() -> None:
                 noop(to_rows(route.records_for(config, records, table), schema))
             prepared.unpersist()
 
+        def checkpointed_prepared() -> None:
+            prepared, _ = good(config.route_field, route.to_one_table(config), cached=True)
+            kept = prepared.localCheckpoint(eager=False)
+            records = with_payload(kept).where(F.col("value").isNotNull() & F.col(ERROR).isNull())
+            for table in config.tables:
+                noop(to_rows(route.records_for(config, records, table), schema))
+            kept.unpersist()
+
         def typed_cache() -> None:
             _, records = good(None, False)
             assert config.route_field
@@ -100,7 +110,9 @@ def main() -> None:
             _, records = good(None, False)
             noop(to_rows(records, schema))
 
-        shapes = {"cached_prepared": cached_prepared, "typed_cache": typed_cache, "one_table": one_table}
+        shapes = {"cached_prepared": cached_prepared, "checkpointed_prepared": checkpointed_prepared,
+                  "typed_cache": typed_cache,
+                  "one_table": one_table}
         for run in shapes.values():
             run()
         seconds: dict[str, list[float]] = {name: [] for name in shapes}
