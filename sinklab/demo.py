@@ -9,7 +9,7 @@ from pathlib import Path
 from sinklab.generators import PizzaGenerator
 from sinklab.maintenance import schedule
 from sinklab.sink import IcebergSink, load_config
-from sinklab.stack import Stack
+from sinklab.stack import SparkSettings, Stack
 
 TOPIC = "completed-pizzas"
 SEED_CONFIG = Path(__file__).parent / "configs" / "pizzas-on-ice.json"
@@ -18,7 +18,9 @@ SEED_CONFIG = Path(__file__).parent / "configs" / "pizzas-on-ice.json"
 def run_demo(workdir: Path | None = None, count: int = 20000, interval_ms: int = 3000, batches: int = 3) -> None:
     """Pizzas arrive in batches; the sink commits once per interval; then the seed's two queries."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    with Stack.embedded(workdir, warm=True) as stack:  # Spark's driver starts beside the servers
+    # Spark's driver starts beside the servers, and compiles with C1 alone: it lives three cycles
+    # (bench/README.md, "A short-lived driver on C1").
+    with Stack.embedded(workdir, spark=SparkSettings(compiler="c1"), warm=True) as stack:
         print(f"stack: broker {stack.bootstrap_servers}, catalog {stack.info.catalog_uri}")
         stack.create_topic(TOPIC, partitions=6)
         seed = load_config(SEED_CONFIG)

@@ -20,10 +20,7 @@ import os
 import sys
 
 from sinklab.stack import jvm_archive
-
-# C1 alone reserves 48 MB of code cache, tiered 240 MB: the session's long-lived driver filled 48 MB
-# ("CodeCache is full. Compiler has been disabled.") and went on interpreting, slowly.
-C1 = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+from sinklab.stack.spark import C1_ONLY
 
 
 def configure() -> None:
@@ -31,7 +28,7 @@ def configure() -> None:
     archive if the installation has none. A user's own ``SPARK_SUBMIT_OPTS`` is left alone."""
     if "SPARK_SUBMIT_OPTS" in os.environ:
         return
-    os.environ["SPARK_SUBMIT_OPTS"] = C1
+    os.environ["SPARK_SUBMIT_OPTS"] = C1_ONLY
     os.environ.setdefault(jvm_archive.ENV, "on")
     try:
         archive = jvm_archive.path()

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,12 @@ S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 # pyspark's own jars hold the Spark Connect server (spark-connect_2.13): a plugin starts it with the driver.
 SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 
+# The JIT for a driver that lives a few cycles: C1 alone compiles sooner, and on 2 cores C2's compiler
+# threads compete with the first cycles' work (bench/README.md, "A short-lived driver on C1"); C2's code
+# drains a backlog 1.8x faster, so it stays the default. C1 alone reserves 48 MB of code cache, tiered
+# 240 MB: a long-lived driver filled 48 MB ("CodeCache is full. Compiler has been disabled.") and went on
+# interpreting, slowly.
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
 # own), measured with bench/ingest.py.
@@ -55,6 +61,8 @@ class SparkSettings(BaseModel):
     driver_memory: str = "2g"
     shuffle_partitions: int = 4
     conf: dict[str, str] = Field(default_factory=dict)
+    # "c1": the driver's JVM compiles with C1 alone, for a driver that lives a few cycles (``sinklab demo``).
+    compiler: Literal["tiered", "c1"] = "tiered"
 
 
 def catalog_conf(name: str, uri: str, warehouse: str, token: str | None = None,
@@ -175,6 +183,11 @@ def _stderr_to(log_file: Path | None) -> Iterator[None]:
         os.close(saved)
 
 
+def driver_options(settings: SparkSettings) -> list[str]:
+    """The driver JVM's options sinklab adds beside its log file: the class archive, the compiler."""
+    return [o for o in (jvm_archive.java_options(), C1_ONLY if settings.compiler == "c1" else "") if o]
+
+
 def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False,
                 log_file: Path | None = None) -> SparkSession:
     from pyspark import SparkContext
@@ -214,13 +227,14 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     )
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
-    # A user's own driver options replace sinklab's (the log file, the class archive) whole.
+    # A user's own driver options replace sinklab's (the log file, the class archive, the compiler) whole.
     own = "spark.driver.extraJavaOptions" in settings.conf
     logged = log_file is not None and not own
     logs = log_conf(log_file) if log_file is not None and logged else {}
-    archive = "" if own else jvm_archive.java_options()
-    if archive:
-        logs["spark.driver.extraJavaOptions"] = f"{logs.get('spark.driver.extraJavaOptions', '')} {archive}".strip()
+    options = "" if own else " ".join(
+        o for o in (logs.get("spark.driver.extraJavaOptions", ""), *driver_options(settings)) if o)
+    if options:
+        logs["spark.driver.extraJavaOptions"] = options
     for key, value in {**logs, **catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
     with _stderr_to(log_file if logged else None):
