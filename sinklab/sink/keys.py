@@ -81,6 +81,7 @@ TABLES_ROUTE_FIELD: Final = "iceberg.tables.route-field"
 TABLES_DYNAMIC_ENABLED: Final = "iceberg.tables.dynamic-enabled"
 TABLES_AUTO_CREATE_ENABLED: Final = "iceberg.tables.auto-create-enabled"
 TABLES_AUTO_CREATE_PROPS_PREFIX: Final = "iceberg.tables.auto-create-props."
+TABLES_WRITE_PROPS_PREFIX: Final = "iceberg.tables.write-props."
 TABLES_DEFAULT_PARTITION_BY: Final = "iceberg.tables.default-partition-by"
 TABLES_EVOLVE_SCHEMA_ENABLED: Final = "iceberg.tables.evolve-schema-enabled"
 TABLES_SCHEMA_FORCE_OPTIONAL: Final = "iceberg.tables.schema-force-optional"
@@ -113,6 +114,9 @@ COMMIT_INTERVAL_MS_DEFAULT: Final = 300_000
 COMMIT_TIMEOUT_MS: Final = "iceberg.control.commit.timeout-ms"
 COMMIT_TIMEOUT_MS_DEFAULT: Final = 30_000
 COMMIT_THREADS: Final = "iceberg.control.commit.threads"
+COMMIT_MAX_CONSECUTIVE_FAILURES: Final = "iceberg.control.commit.max-consecutive-failures"  # Apache's, from 1.12
+COORDINATOR_TRANSACTIONAL_PREFIX: Final = "iceberg.coordinator.transactional.prefix"
+COORDINATOR_KEEP_ALIVE_MS: Final = "iceberg.coordinator-executor-keep-alive-timeout-ms"
 CONTROL_GROUP_ID_PREFIX: Final = "iceberg.control.group-id-prefix"
 CONNECT_GROUP_ID: Final = "iceberg.connect.group-id"
 CATALOG: Final = "iceberg.catalog"
@@ -123,6 +127,7 @@ CATALOG_CONNECTION_KEYS: Final = {"type", "uri", "warehouse", "token", "credenti
                                   "s3.access-key-id", "s3.secret-access-key", "s3.path-style-access", "io-impl",
                                   "client.region"}
 HADOOP_CONF_DIR: Final = "iceberg.hadoop-conf-dir"
+HADOOP_PREFIX: Final = "iceberg.hadoop."
 KAFKA_PREFIX: Final = "iceberg.kafka."
 
 # ---- sinklab's own
@@ -250,6 +255,10 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="The table's own partition spec, as `iceberg.tables.default-partition-by`."),
     Key(TABLES_AUTO_CREATE_PROPS_PREFIX + "*", "STRING", "iceberg", "Tables", field="auto_create_props",
         doc="Properties of the tables auto-create makes (`iceberg.tables.auto-create-props.format-version`, ...)."),
+    Key(TABLES_WRITE_PROPS_PREFIX + "*", "STRING", "iceberg", "Tables",
+        ignored="Spark's Iceberg writer reads a table's write properties from the table: set them with "
+                "`iceberg.tables.auto-create-props.*` or `ALTER TABLE ... SET TBLPROPERTIES`",
+        doc="Iceberg write properties for the sink's data files (`write.parquet.compression-codec`, ...)."),
     Key(TABLES_EVOLVE_SCHEMA_ENABLED, "BOOLEAN", "iceberg", "Tables", default=False, field="evolve_schema",
         doc="Add columns for new fields (nested too), widen int to long, float to double and decimal precision, "
             "relax NOT NULL when a null arrives; without it unknown fields are ignored."),
@@ -291,6 +300,16 @@ SINK_KEYS: tuple[Key, ...] = (
             "record of its control topic that is not its own event, so a sink refuses a topic that carries them."),
     Key(COMMIT_THREADS, "INT", "iceberg", "Commits", ignored="tables are committed by the driver",
         doc="Iceberg's coordinator threads for table commits."),
+    Key(COMMIT_MAX_CONSECUTIVE_FAILURES, "INT", "iceberg", "Commits", default=1,
+        ignored=f"a cycle that fails for a transient reason is tried again until `{RETRY_TIMEOUT_MS}`; any other "
+                "failure stops the sink at once",
+        doc="How many commits in a row may fail before Apache's coordinator stops (Iceberg 1.12)."),
+    Key(COORDINATOR_TRANSACTIONAL_PREFIX, "STRING", "iceberg", "Commits", importance="LOW",
+        ignored="the transactional id is `sinklab-<name>`, one per sink",
+        doc="A prefix of the transactional id of Apache's coordinator."),
+    Key(COORDINATOR_KEEP_ALIVE_MS, "LONG", "iceberg", "Commits", default=120_000, importance="LOW",
+        ignored="the driver commits, with no executor of its own to keep alive",
+        doc="How long Apache's coordinator keeps its commit executor's idle threads."),
     Key(CONTROL_GROUP_ID_PREFIX, "STRING", "iceberg", "Commits", default="cg-control-", importance="LOW",
         ignored="sinklab has no worker group on the control topic",
         doc="The prefix of the consumer groups of Iceberg's workers on the control topic."),
@@ -322,6 +341,8 @@ SINK_KEYS: tuple[Key, ...] = (
             "production runs there."),
     Key(HADOOP_CONF_DIR, "STRING", "iceberg", "Catalog", ignored="Hadoop settings come from the Spark session",
         doc="A folder of Hadoop configuration files for Iceberg's sink."),
+    Key(HADOOP_PREFIX + "*", "STRING", "iceberg", "Catalog", ignored="Hadoop settings come from the Spark session",
+        doc="Hadoop configuration properties for Iceberg's sink (`iceberg.hadoop.fs.s3a.endpoint`, ...)."),
     # ---- Kafka
     Key(KAFKA_PREFIX + "*", "STRING", "iceberg", "Kafka", field="kafka_properties",
         doc="Kafka client properties of the sink's consumer and transactional producer "
