@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,6 +29,14 @@ SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 # 240 MB: a long-lived driver filled 48 MB ("CodeCache is full. Compiler has been disabled.") and went on
 # interpreting, slowly.
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+
+# The collector for a driver whose JVM runs Spark's tasks (local mode): the parallel collector's
+# throughput, not G1's short pauses; a sink's drains ran 15-25% faster with it (bench/README.md,
+# "The parallel collector"). A cluster's executors keep their own options.
+PARALLEL_GC = "-XX:+UseParallelGC"
+# The JVM refuses to start with two collectors chosen: one chosen where a JVM's options come from wins.
+_CHOSEN_GC = re.compile(r"-XX:\+Use\w+GC\b")
+_JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")
 
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
 # own), measured with bench/ingest.py.
@@ -184,8 +193,11 @@ def _stderr_to(log_file: Path | None) -> Iterator[None]:
 
 
 def driver_options(settings: SparkSettings) -> list[str]:
-    """The driver JVM's options sinklab adds beside its log file: the class archive, the compiler."""
-    return [o for o in (jvm_archive.java_options(), C1_ONLY if settings.compiler == "c1" else "") if o]
+    """The driver JVM's options sinklab adds beside its log file: the class archive, the collector (unless
+    the environment chooses one), the compiler."""
+    gc_chosen = any(_CHOSEN_GC.search(os.environ.get(v, "")) for v in _JVM_OPTION_VARIABLES)
+    return [o for o in (jvm_archive.java_options(), "" if gc_chosen else PARALLEL_GC,
+                        C1_ONLY if settings.compiler == "c1" else "") if o]
 
 
 def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool = False,
