@@ -31,7 +31,7 @@ SPARK_CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # The collector for a driver whose JVM runs Spark's tasks (local mode): the parallel collector's
-# throughput, not G1's short pauses; a sink's drains ran 15-25% faster with it (bench/README.md,
+# throughput, not G1's short pauses; a sink's warm drains took 8-22% less time with it (bench/README.md,
 # "The parallel collector"). A cluster's executors keep their own options.
 PARALLEL_GC = "-XX:+UseParallelGC"
 # The JVM refuses to start with two collectors chosen: one chosen where a JVM's options come from wins.
