@@ -39,7 +39,7 @@ def test_a_collector_chosen_in_the_environment_wins(monkeypatch: pytest.MonkeyPa
 
     for variable in ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS"):
         monkeypatch.delenv(variable, raising=False)
-    assert PARALLEL_GC in driver_options(SparkSettings())
+    assert PARALLEL_GC in driver_options(SparkSettings()) and "-XX:-UseGCOverheadLimit" in PARALLEL_GC
     # The JVM would refuse to start with two collectors.
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xmx4g -XX:+UseG1GC")
     assert PARALLEL_GC not in driver_options(SparkSettings())

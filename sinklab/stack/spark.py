@@ -32,8 +32,11 @@ C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # The collector for a driver whose JVM runs Spark's tasks (local mode): the parallel collector's
 # throughput, not G1's short pauses; a sink's warm drains took 8-22% less time with it (bench/README.md,
-# "The parallel collector"). A cluster's executors keep their own options.
-PARALLEL_GC = "-XX:+UseParallelGC"
+# "The parallel collector"). A cluster's executors keep their own options. Without its GC overhead limit
+# a heap too small for a cycle fails as under G1, in the thread that allocates (a task, whose
+# OutOfMemoryError Spark's handler turns into exit 52, sinklab's CycleTooLarge), not in whichever thread
+# asks for memory while the collector thrashes.
+PARALLEL_GC = "-XX:+UseParallelGC -XX:-UseGCOverheadLimit"
 # The JVM refuses to start with two collectors chosen: one chosen where a JVM's options come from wins.
 _CHOSEN_GC = re.compile(r"-XX:\+Use\w+GC\b")
 _JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")
@@ -273,11 +276,11 @@ def no_local_checksums(jvm: Any, hadoop_conf: Any) -> None:
 OUT_OF_MEMORY_EXIT = 52
 
 
-def driver_exit_status(wait_s: float = 30.0) -> int | None:
+def driver_exit_status(wait_s: float = 60.0) -> int | None:
     """The exit status of the driver JVM pyspark launched for this process, once it has exited (waiting
     up to ``wait_s`` for it), or None while it runs or when there is none. Asked once its gateway is gone:
     a JVM out of memory runs Spark's shutdown hooks first, which took over 5 s on two busy cores (a
-    fresh-clone suite run named no setting then)."""
+    fresh-clone suite run named no setting then), and Hadoop gives each hook 30 s before it moves on."""
     from pyspark import SparkContext
 
     proc = getattr(SparkContext._gateway, "proc", None)
