@@ -37,7 +37,7 @@ C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # OutOfMemoryError Spark's handler turns into exit 52, sinklab's CycleTooLarge), not in whichever thread
 # asks for memory while the collector thrashes.
 PARALLEL_GC = "-XX:+UseParallelGC -XX:-UseGCOverheadLimit"
-# The JVM refuses to start with two collectors chosen: one chosen where a JVM's options come from wins.
+# The JVM refuses to start with two collectors: one chosen in a JVM options variable wins.
 _CHOSEN_GC = re.compile(r"-XX:\+Use\w+GC\b")
 _JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")
 
@@ -242,7 +242,7 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
     )
     for key, value in spark_jars(settings, s3).items():
         builder = builder.config(key, value)
-    # A user's own driver options replace sinklab's (the log file, the class archive, the compiler) whole.
+    # A user's own driver options replace sinklab's (the log file, the class archive, the collector, the compiler).
     own = "spark.driver.extraJavaOptions" in settings.conf
     logged = log_file is not None and not own
     logs = log_conf(log_file) if log_file is not None and logged else {}
