@@ -24,7 +24,7 @@ from helpers import KafkaLog, fresh_reads, produce_raw, sink_config, steady
 
 from sinklab import fresh
 from sinklab.exceptions import ConfigError, TableMissing
-from sinklab.fresh.snapshot_and_tail import tail_starts
+from sinklab.fresh.snapshot_and_tail import PIECES_PER_MERGE, tail_starts
 from sinklab.sink import IcebergSink
 from sinklab.sink.offsets import TopicPartition
 from sinklab.stack import Stack
@@ -138,6 +138,33 @@ def test_fresh_reads_across_a_sink_sigkilled_and_restarted(stack: Stack, stack_f
                 fresh_reads(stack, table, kafka, ids, reads=2)
             finally:
                 stop_pid(proc.pid)
+    finally:
+        kafka.close()
+
+
+def test_a_reader_merging_the_tail_it_keeps_still_holds_every_record_once(stack: Stack, unique: str) -> None:
+    """Read after read, a Reader merges what it keeps by size tiers (PIECES_PER_MERGE pieces of a tier make
+    one of the next): nothing commits meanwhile, so every merge is of tail that stays, and each read still
+    holds Kafka up to its watermark, once."""
+    stack.create_topic(unique, partitions=2)
+    table = f"{unique}.pizzas"
+    kafka = KafkaLog(stack, unique)
+    try:
+        with steady(stack, unique, 300):
+            with running(stack, sink_config(unique)):
+                wait_for_table(stack, table)
+            reads = PIECES_PER_MERGE**2 + 1  # enough for a merge of merged pieces
+            with fresh.Reader(stack, table) as reader:
+                tiers = []
+                for _ in range(reads):
+                    time.sleep(0.2)  # new records for each read
+                    read = reader.read()
+                    got = sorted(r[0] for r in read.df.select("order_id").collect())
+                    want = sorted(v["order_id"] for v in kafka.upto(read.watermark) if v)
+                    assert got == want, f"a fresh read with {len(reader._pieces)} pieces kept, tail {read.tail_offsets}"
+                    tiers.append([p.tier for p in reader._pieces])
+        assert max(tiers[-1]) == 2, tiers  # merged twice over
+        assert all(len(t) < 2 * PIECES_PER_MERGE for t in tiers), tiers  # the query's plan stays small
     finally:
         kafka.close()
 

@@ -21,6 +21,8 @@ from sinklab.demo import SEED_CONFIG
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
 from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.keys import CYCLE_MAX_TASKS
+from sinklab.sink.reader import MIN_TASK_RECORDS
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 
@@ -65,6 +67,27 @@ def test_all_records_arrive_and_resume(stack: Stack, unique: str) -> None:
         assert {".parquet", ".avro", ".json"} <= written and ".crc" not in written, written
     finally:
         sink.stop()
+
+
+def test_a_cycle_takes_at_most_its_max_tasks_and_writes_a_file_per_task(stack: Stack, unique: str) -> None:
+    """A cycle big enough for a task per core (two partitions, two cores) writes a data file per task;
+    ``sinklab.cycle.max-tasks=1`` reads and writes it in one, leaving a core to other jobs."""
+    stack.create_topic(unique, partitions=2)
+    ids = produce(stack, unique, 2 * MIN_TASK_RECORDS + 2000, seed=12)
+    files = {}
+    for tasks in ("cores", "1"):
+        extra = {} if tasks == "cores" else {CYCLE_MAX_TASKS: tasks}
+        table = f"{unique}.pizzas_{tasks}"
+        config = {**sink_config(unique, [table], **extra), "name": f"sink-{unique}-{tasks}"}  # a group each
+        sink = IcebergSink(stack, config)
+        try:
+            assert sink.run_once().records == len(ids)
+        finally:
+            sink.stop()
+        summary = stack.catalog.load_table((unique, f"pizzas_{tasks}")).current_snapshot().summary
+        files[tasks] = int(summary["added-data-files"])
+        assert sorted(order_ids(stack, table)) == sorted(ids)
+    assert files == {"cores": stack.spark.sparkContext.defaultParallelism, "1": 1}
 
 
 def test_background_thread_start_stop(stack: Stack, unique: str) -> None:

@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 # A pin is tried again when the table moved between its two loads (a commit landed in between); this
 # many moves in a row mean something commits without pause.
 MAX_PINS = 20
-# A Reader's cached tail pieces past this many are merged into one: a union of a few is planned fast.
-MAX_PIECES = 8
+# A Reader merges this many cached tail pieces of one size tier into one of the next (Reader._merge).
+PIECES_PER_MERGE = 4
 KAFKA_TIMEOUT_S = 30.0
 
 
@@ -202,19 +202,25 @@ class Reader:
                 piece = piece.localCheckpoint(eager=True)
             self._pieces.append(_Piece(off.of((r.tp, r.start) for r in ranges), off.of((r.tp, r.end) for r in ranges),
                                        piece))
-            if len(self._pieces) > MAX_PIECES:  # one cached frame instead of many: the query plan stays small
-                merged = _union([p.df for p in self._pieces]).localCheckpoint(eager=True)
-                kept = [tp for tp in partitions if any(off.get(p.ends, tp) >= 0 for p in self._pieces)]
-                begins = off.of((tp, min(off.get(p.begins, tp) for p in self._pieces if off.get(p.ends, tp) >= 0))
-                                for tp in kept)
-                ends_all = off.of((tp, max(off.get(p.ends, tp) for p in self._pieces)) for tp in kept)
-                self._pieces = [_Piece(begins, ends_all, merged)]
+            self._merge(partitions, _cores(self.spark, ranges))
         if not any(off.get(ends, tp) > off.get(starts, tp) for tp in partitions):
             return None
         past = [(F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
                 & (F.col("offset") >= off.get(starts, tp)) & (F.col("offset") < off.get(ends, tp))
                 for tp in partitions if off.get(ends, tp) > off.get(starts, tp)]
         return _union([p.df for p in self._pieces]).where(reduce(lambda a, b: a | b, past))
+
+    def _merge(self, partitions: list[TopicPartition], tasks: int) -> None:
+        """Keeps the query's plan small and each merge cheap, by size tiers: ``PIECES_PER_MERGE`` pieces of
+        one tier in a row become one piece of the next. A read merges at most what the last few reads
+        added, not the whole tail each time (bench/README.md, "Fresh reads")."""
+        while len(self._pieces) >= PIECES_PER_MERGE and len({p.tier for p in self._pieces[-PIECES_PER_MERGE:]}) == 1:
+            run = self._pieces[-PIECES_PER_MERGE:]
+            merged = _union([p.df for p in run]).coalesce(tasks).localCheckpoint(eager=True)
+            kept = [tp for tp in partitions if any(off.get(p.ends, tp) >= 0 for p in run)]
+            begins = off.of((tp, min(off.get(p.begins, tp) for p in run if off.get(p.ends, tp) >= 0)) for tp in kept)
+            ends = off.of((tp, max(off.get(p.ends, tp) for p in run)) for tp in kept)
+            self._pieces[-PIECES_PER_MERGE:] = [_Piece(begins, ends, merged, run[0].tier + 1)]
 
     def _convert(self, state: TableState, schema: T.StructType, ranges: list[OffsetRange]) -> DataFrame:
         """Records of ``ranges`` as the sink converts and routes them for this table: its rows (ERROR null),
@@ -263,6 +269,7 @@ class _Piece:
     begins: Offsets
     ends: Offsets
     df: DataFrame
+    tier: int = 0  # merged from PIECES_PER_MERGE pieces of the tier below
 
 
 def read(stack: Stack, table: str, config: SinkConfig | dict[str, Any] | str | Path | None = None, *,

@@ -123,6 +123,7 @@ class SinkConfig(BaseModel):
     dlq_context_headers: bool = False
     errors_log: bool = False
     max_records_per_cycle: int = keys.CYCLE_MAX_RECORDS_DEFAULT
+    max_tasks_per_cycle: int | None = None  # None: one per core
     # What else starts a cycle before the interval (sinklab.sink.pace): records or bytes waiting, a latency target.
     commit_max_records: int | None = None
     commit_max_bytes: int | None = None

@@ -135,6 +135,7 @@ VARIANT_COLUMNS: Final = "sinklab.tables.variant-columns"
 VARIANT_VALUE: Final = "sinklab.tables.variant-value"
 CYCLE_MAX_RECORDS: Final = "sinklab.cycle.max-records"
 CYCLE_MAX_RECORDS_DEFAULT: Final = 5_000_000
+CYCLE_MAX_TASKS: Final = "sinklab.cycle.max-tasks"
 COMMIT_MAX_RECORDS: Final = "sinklab.commit.max-records"
 COMMIT_MAX_BYTES: Final = "sinklab.commit.max-bytes"
 COMMIT_TARGET_LAG_MS: Final = "sinklab.commit.target-lag-ms"
@@ -332,6 +333,10 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="At most this many records per cycle: a backlog is drained in cycles of this size; a cycle that does "
             "not fit in Spark's memory fails the sink with `CycleTooLarge`, naming its records, the driver memory "
             "and this key."),
+    Key(CYCLE_MAX_TASKS, "INT", "sinklab", "Commits", minimum=1, field="max_tasks_per_cycle",
+        doc="At most this many Spark tasks read and write a cycle (each writes one data file per table); unset, one "
+            "per core of the session. Fewer leaves cores to other jobs on the same Spark: fresh reads no longer wait "
+            "for a long cycle to end (docs/fresh-reads.md)."),
     # ---- Catalog
     Key(CATALOG, "STRING", "iceberg", "Catalog", default=CATALOG_DEFAULT, field="catalog_name", importance="HIGH",
         doc="The catalog's name, which also works in Spark (`<catalog>.<namespace>.<table>`)."),
