@@ -5,10 +5,13 @@ One embedded stack, two topics of the same pizzas: one clean, one with ``--bad``
 inferred columns alone). Each sink reads its topic in ``--cycles`` cycles of equal size
 (``sinklab.cycle.max-records``), the sinks taking turns cycle by cycle; the first cycle, which creates
 the table, is left out. Per sink the median cycle, its records/s, and the median over the rounds of its cycle's
-ratio to the clean and to the topic sink's cycle of the same round, with what its tables' writes and
+ratio to the clean, the unwritten and the topic sink's cycle of the same round, with what its tables' writes and
 commits took:
 
-- ``clean``: the clean topic, ``errors.tolerance=none`` (the baseline: no dead letters);
+- ``clean``: the clean topic, ``errors.tolerance=none`` (no bad records at all);
+- ``unwritten``: the bad topic, its dead letters found and carried to the driver as ``topic`` does, and
+  written nowhere: the bench turns the dead-letter topic's writing off (sinklab itself never drops a record).
+  #43's "without": what writing them costs is each sink's ratio to this one;
 - ``topic``: the bad topic, dead letters to a topic (Kafka Connect's way);
 - ``table``: the bad topic, dead letters to the dead-letter table;
 - ``both``: topic and table.
@@ -44,6 +47,8 @@ def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str
     """The sinks' cycles taken in turn, one of each at a time: the driver warming up (JIT, caches) favours
     none of them."""
     sinks = {name: IcebergSink(stack, conf) for name, conf in confs.items()}
+    if "unwritten" in sinks:  # the letters found, not produced: what writing them costs is the difference
+        sinks["unwritten"]._connect().channel.dead_letters = lambda letters: 0  # type: ignore[method-assign]
     durations: dict[str, list[float]] = {name: [] for name in sinks}
     records: dict[str, list[int]] = {name: [] for name in sinks}
     letters = dict.fromkeys(sinks, 0)
@@ -74,7 +79,7 @@ def run(stack: Stack, confs: dict[str, dict[str, object]]) -> dict[str, dict[str
                      "durations_s": durations[name]}
     for name in sinks:
         # Each round's cycles ran back to back: their ratio leaves out what slowed the machine for the round.
-        for base in ("clean", "topic"):
+        for base in ("clean", "unwritten", "topic"):
             pairs = zip(durations[name][1:], durations[base][1:], strict=False)
             out[name][f"vs_{base}"] = statistics.median(mine / theirs for mine, theirs in pairs)
     return out
@@ -96,6 +101,8 @@ def main() -> None:
         stack.spark.range(1).count()  # a warm driver for every sink alike
         runs = run(stack, {
             "clean": config("clean", "clean", per_cycle),
+            "unwritten": config("unwritten", "bad", per_cycle, **{
+                "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-unwritten"}),
             "topic": config("topic", "bad", per_cycle, **{
                 "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq-topic"}),
             "table": config("table", "bad", per_cycle, **{
@@ -105,11 +112,11 @@ def main() -> None:
                 "errors.deadletterqueue.table.name": "bench.dead_letters_both"}),
         })
     print(f"\n{count:,} pizzas per topic, {args.bad:.1%} bad, {per_cycle:,} records per cycle, {PARTITIONS} partitions")
-    print(f"{'':8} {'cycle s':>8} {'records/s':>10} {'dead letters':>13} {'vs clean':>9} {'vs topic':>9}   "
-          "(the median of each round's ratio)")
+    print(f"{'':9} {'cycle s':>8} {'records/s':>10} {'dead letters':>13} {'vs clean':>9} {'vs unwritten':>13} "
+          f"{'vs topic':>9}   (the median of each round's ratio)")
     for name, r in runs.items():
-        print(f"{name:8} {r['cycle_s']:8.2f} {r['records_per_s']:10,.0f} {r['dead_letters']:13,.0f} "
-              f"{r['vs_clean']:8.2f}x {r['vs_topic']:8.2f}x   "
+        print(f"{name:9} {r['cycle_s']:8.2f} {r['records_per_s']:10,.0f} {r['dead_letters']:13,.0f} "
+              f"{r['vs_clean']:8.2f}x {r['vs_unwritten']:12.2f}x {r['vs_topic']:8.2f}x   "
               + ", ".join(f"{part} {ms:.0f}" for part, ms in r["tables"].items()))
     print(json.dumps({"count": count, "bad": args.bad, "per_cycle": per_cycle, "runs": runs}))
 
