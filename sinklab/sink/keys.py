@@ -335,7 +335,7 @@ SINK_KEYS: tuple[Key, ...] = (
             "and this key."),
     Key(CYCLE_MAX_TASKS, "INT", "sinklab", "Commits", minimum=1, field="max_tasks_per_cycle",
         doc="At most this many Spark tasks read and write a cycle (each writes one data file per table); unset, one "
-            "per core of the session. Fewer leaves cores to other jobs on the same Spark: fresh reads no longer wait "
+            "per core of the session. Fewer leaves cores to other jobs on the same Spark: fresh reads need not wait "
             "for a long cycle to end (docs/fresh-reads.md)."),
     # ---- Catalog
     Key(CATALOG, "STRING", "iceberg", "Catalog", default=CATALOG_DEFAULT, field="catalog_name", importance="HIGH",
