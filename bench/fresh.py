@@ -1,8 +1,10 @@
 """Fresh reads against committed reads, in one run (bench/README.md, "Fresh reads").
 
-Two phases on one embedded stack, each a steady stream of pre-encoded pizzas (bench/paced_producer.py):
+Phases on one embedded stack, each a steady stream of pre-encoded pizzas (bench/paced_producer.py), after a
+short one that warms the code up:
 
-1. **A long interval, read fresh.** A sink commits every ``--interval-s`` (60 s); meanwhile a reader runs
+1. **A long interval, read fresh**, once per ``--sink-tasks`` setting (the sink's ``sinklab.cycle.max-tasks``:
+   a task per core, then one). A sink commits every ``--interval-s`` (60 s); meanwhile a reader runs
    the seed's top-producing-stores query on a fresh read (``sinklab.fresh``) every ``--every-s`` (0.5 s),
    and, every fourth time, the same query on the plain table. A record is visible to fresh reads from the
    end of the first query whose read's watermark is past its offset (each read holds every record up to its
