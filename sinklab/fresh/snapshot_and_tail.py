@@ -202,7 +202,7 @@ class Reader:
                 piece = piece.localCheckpoint(eager=True)
             self._pieces.append(_Piece(off.of((r.tp, r.start) for r in ranges), off.of((r.tp, r.end) for r in ranges),
                                        piece))
-            self._merge(partitions, _cores(self.spark, ranges))
+            self._merge(_cores(self.spark, ranges))
         if not any(off.get(ends, tp) > off.get(starts, tp) for tp in partitions):
             return None
         past = [(F.col("topic") == tp.topic) & (F.col("partition") == tp.partition)
@@ -210,16 +210,16 @@ class Reader:
                 for tp in partitions if off.get(ends, tp) > off.get(starts, tp)]
         return _union([p.df for p in self._pieces]).where(reduce(lambda a, b: a | b, past))
 
-    def _merge(self, partitions: list[TopicPartition], tasks: int) -> None:
+    def _merge(self, tasks: int) -> None:
         """Keeps the query's plan small and each merge cheap, by size tiers: ``PIECES_PER_MERGE`` pieces of
         one tier in a row become one piece of the next. A read merges at most what the last few reads
         added, not the whole tail each time (bench/README.md, "Fresh reads")."""
         while len(self._pieces) >= PIECES_PER_MERGE and len({p.tier for p in self._pieces[-PIECES_PER_MERGE:]}) == 1:
             run = self._pieces[-PIECES_PER_MERGE:]
             merged = _union([p.df for p in run]).coalesce(tasks).localCheckpoint(eager=True)
-            kept = [tp for tp in partitions if any(off.get(p.ends, tp) >= 0 for p in run)]
-            begins = off.of((tp, min(off.get(p.begins, tp) for p in run if off.get(p.ends, tp) >= 0)) for tp in kept)
-            ends = off.of((tp, max(off.get(p.ends, tp) for p in run)) for tp in kept)
+            ends = reduce(off.merge_max, (p.ends for p in run))  # every partition a piece of the run read
+            begins = off.of((tp, min(off.get(p.begins, tp) for p in run if off.get(p.ends, tp) >= 0))
+                            for tp, _ in off.entries(ends))
             self._pieces[-PIECES_PER_MERGE:] = [_Piece(begins, ends, merged, run[0].tier + 1)]
 
     def _convert(self, state: TableState, schema: T.StructType, ranges: list[OffsetRange]) -> DataFrame:
