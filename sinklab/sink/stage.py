@@ -159,10 +159,13 @@ class Stager:
         reading the plan's ranges from Kafka."""
         for decoder in self.decoders:
             decoder.prime({r.topic for r in plan.ranges})
-        cores = self.spark.sparkContext.defaultParallelism
-        raw = replay.records if replay else read_ranges(
-            self.spark, self.kafka_conf, plan.ranges, timeout_s=max(30.0, self.config.commit_timeout_ms / 1000),
-            parallelism=min(cores, self.config.max_tasks_per_cycle or cores))
+        if replay:
+            raw = replay.records
+        else:
+            cores = self.spark.sparkContext.defaultParallelism
+            raw = read_ranges(self.spark, self.kafka_conf, plan.ranges,
+                              timeout_s=max(30.0, self.config.commit_timeout_ms / 1000),
+                              parallelism=min(cores, self.config.max_tasks_per_cycle or cores))
         cycle = Cycle(plan, commit_id, plan.planned_at_ms, replay=replay)
         try:
             if not (self._one_pass_fits(configured) and self._one_pass(cycle, raw, configured, load)):
