@@ -20,6 +20,7 @@ from pyiceberg.exceptions import (
     CommitStateUnknownException,
     ServiceUnavailableError,
 )
+from pyiceberg.table import Table
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -60,8 +61,10 @@ def publish(catalog: Catalog, state: TableState, staged: Staged) -> bool:
         else (head, RemoveSnapshotRefUpdate(ref_name=staged.stage)))
     for attempt in range(1, PUBLISH_ATTEMPTS + 1):
         try:
-            catalog.commit_table(table, (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
-                                 updates)
+            answer = catalog.commit_table(
+                table, (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),), updates)
+            staged.after = Table(table.name(), answer.metadata, answer.metadata_location, table.io, catalog,
+                                 table.config)
             return True
         except (CommitFailedException, BadRequestError) as exc:
             # Apache's REST server answers a lost sequence race with 409 since 1.11, 400 before.

@@ -39,7 +39,7 @@ from sinklab.sink.iceberg_events import OFFSETS_PREFIX, PayloadType, table_name,
 from sinklab.sink.offsets import TopicPartition
 from sinklab.sink.tables import COMMIT_ID_PROP, MAX_ANCESTORS, OFFSETS_PROP, SINK_PROP, TableState, identifier
 from sinklab.sink.topics import TopicReader
-from sinklab.sink.write import Staged, uncommitted
+from sinklab.sink.write import Staged, stage_append
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
 from sinklab.stack.broker import COORDINATOR_MOVING
 
@@ -287,11 +287,8 @@ def stage(catalog: Catalog, state: TableState, pending: Pending, group: str, sin
             {str(p): o for p, o in sorted(pending.control_offsets.items())}),
         APACHE_COMMIT_ID: pending.commit_ids[-1],
     }
-    transaction = table.transaction()
-    with transaction.update_snapshot(snapshot_properties=properties, branch=state.branch).fast_append() as append:
-        for f in pending.files:
-            append.append_data_file(data_file(f, version))
-    snapshot = uncommitted(transaction, state.branch)
+    snapshot, _ = stage_append(table, state.branch, properties,
+                               lambda _metadata, _uuid: [data_file(f, version) for f in pending.files])
     return Staged(state.name, None, snapshot.snapshot_id, pending.records,
                   sum(int(f["file_size_in_bytes"]) for f in pending.files), [f["file_path"] for f in pending.files], [],
                   int((time.monotonic() - started) * 1000), loaded=table, snapshot=snapshot)

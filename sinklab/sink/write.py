@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Transaction
 from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.update import AddSnapshotUpdate
 
 from sinklab.sink.convert import newest_changes
 from sinklab.sink.tables import TableState, identifier, quote
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
@@ -53,6 +56,8 @@ class Staged:
     # The table as loaded after the write: publishing commits against it without loading it again.
     loaded: Table | None = field(default=None, repr=False, compare=False)
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)  # an append's, uncommitted
+    # The table as the catalog answered the publish: what the next cycle plans against (Coordinator._load).
+    after: Table | None = field(default=None, repr=False, compare=False)
 
 
 log = logging.getLogger("sinklab.sink")
@@ -100,17 +105,32 @@ def write_append(spark: SparkSession, catalog_name: str, state: TableState, rows
 def append_rows(state: TableState, rows: pa.Table, properties: dict[str, str]) -> Staged:
     """Rows the driver holds (a cycle's dead letters), appended as ``write_append`` does, by pyiceberg: a
     Spark job for a few hundred rows cost more than everything else they cost a cycle (bench/README.md,
-    "Dead letters")."""
+    "Dead letters"). ``rows`` have the table's columns (``schema_to_pyarrow`` of its schema), so
+    pyiceberg's check of them against the table is left out."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
     started = time.monotonic()
     assert state.table is not None
-    transaction = _Staging(state.table)
-    transaction.append(rows, snapshot_properties=properties, branch=state.branch)
-    snapshot = uncommitted(transaction, state.branch)
-    data_files = [f.file_path for f in files_added(snapshot, state.table.io)[0]]
+    io = state.table.io
+    snapshot, files = stage_append(state.table, state.branch, properties,
+                                   lambda metadata, uuid: _dataframe_to_data_files(metadata, rows, io, uuid))
     summary = snapshot.summary.additional_properties if snapshot.summary else {}
     return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
-                  int(summary.get("added-files-size", 0)), data_files, [], int((time.monotonic() - started) * 1000),
-                  loaded=state.table, snapshot=snapshot)
+                  int(summary.get("added-files-size", 0)), [f.file_path for f in files], [],
+                  int((time.monotonic() - started) * 1000), loaded=state.table, snapshot=snapshot)
+
+
+def stage_append(table: Table, branch: str, properties: dict[str, str],
+                 files: Callable[[TableMetadata, UUID], Iterable[DataFile]]) -> tuple[Snapshot, list[DataFile]]:
+    """The snapshot a fast append of ``files(metadata, write_uuid)`` to ``branch`` makes, built the way
+    pyiceberg builds any commit and never committed (``publish`` commits it by compare-and-swap); and the
+    files, known as written rather than read back from the new manifest."""
+    staging = _Staging(table)
+    with staging.update_snapshot(snapshot_properties=properties, branch=branch).fast_append() as append:
+        added = list(files(staging.table_metadata, append.commit_uuid))
+        for data_file in added:
+            append.append_data_file(data_file)
+    return next(u.snapshot for u in staging._updates if isinstance(u, AddSnapshotUpdate)), added
 
 
 class _Staging(Transaction):
@@ -128,14 +148,6 @@ class _Staging(Transaction):
         if self._worked_out is None or self._worked_out[0] != len(self._updates):
             self._worked_out = (len(self._updates), super().table_metadata)
         return self._worked_out[1]
-
-
-def uncommitted(transaction: Transaction, branch: str) -> Snapshot:
-    """The snapshot a pyiceberg transaction that is never committed made the head of ``branch``: built the
-    way pyiceberg builds any commit, and handed to ``publish``, which commits it by compare-and-swap."""
-    snapshot = transaction.table_metadata.snapshot_by_name(branch)
-    assert snapshot is not None
-    return snapshot
 
 
 def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) -> list[Any]:
