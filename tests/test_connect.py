@@ -25,7 +25,7 @@ from helpers import produce, run_cli
 
 from sinklab.connect.apply import plan, read_folder
 from sinklab.connect.herder import Herder
-from sinklab.connect.server import ConnectApi
+from sinklab.connect.server import ConnectApi, ConnectServer
 from sinklab.connect.store import ConnectorStore
 from sinklab.demo import SEED_CONFIG
 from sinklab.exceptions import EXIT_CHANGES, ApplyError, BadRequest, Conflict, NotFound, StoreLocked
@@ -252,6 +252,19 @@ def test_routes_shapes_and_errors(tmp_path: Path) -> None:
         herder.close()
     status, body = api.handle("GET", "/health", None)
     assert status == 503 and body["status"] == "starting"  # a closed worker serves no requests
+
+
+def test_an_answer_that_cannot_be_sent_is_a_500_not_a_dropped_connection() -> None:
+    class Unsendable:
+        def handle(self, method: str, path: str, body: object) -> tuple[int, object]:
+            return 200, {"table": object()}
+
+    server = ConnectServer(Unsendable(), port=0).start()  # type: ignore[arg-type]
+    try:
+        answer = requests.get(f"{server.url}/connectors", timeout=10)
+    finally:
+        server.close()
+    assert answer.status_code == 500 and "TypeError" in answer.json()["message"]
 
 
 def test_apply_plan_from_a_folder(tmp_path: Path) -> None:

@@ -391,6 +391,10 @@ def error(status: int, message: str) -> dict[str, Any]:
     return {"error_code": status, "message": message}
 
 
+def _encoded(payload: Any) -> bytes:
+    return b"" if payload is None else json.dumps(payload).encode()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"sinklab-connect/{SINKLAB_VERSION}"
@@ -408,13 +412,15 @@ class Handler(BaseHTTPRequestHandler):
                 return
         try:
             status, payload = self.api.handle(self.command, self.path, body)
+            data = _encoded(payload)  # an answer that cannot be sent is a failure too, not a dropped connection
         except Exception as exc:  # noqa: BLE001 - Connect answers 500 with the error's message
             log.exception("%s %s", self.command, self.path)
             status, payload = 500, error(500, f"{type(exc).__name__}: {exc}")
-        self._send(status, payload)
+            data = _encoded(payload)
+        self._send(status, payload, data)
 
-    def _send(self, status: int, payload: Any) -> None:
-        data = b"" if payload is None else json.dumps(payload).encode()
+    def _send(self, status: int, payload: Any, data: bytes | None = None) -> None:
+        data = _encoded(payload) if data is None else data
         self.send_response(status, HTTPStatus(status).phrase)
         if status == 201 and isinstance(payload, dict) and "name" in payload:
             self.send_header("Location", f"/connectors/{payload['name']}")

@@ -50,7 +50,6 @@ log = logging.getLogger("sinklab.sink")
 PATH = "/sinklab/sinks"
 # A request that runs cycles waits for them: a first cycle on a cold server takes tens of seconds.
 CYCLE_TIMEOUT_S = 600.0
-_STAGED_LOCAL = ("loaded", "snapshot")  # the server's own objects, not sent
 # What a client raises again by name, beside RecordError and ConfigError: each takes its message.
 _BY_NAME: dict[str, type[SinkError]] = {cls.__name__: cls for cls in (
     TableMissing, SinkFenced, KafkaUnavailable, StuckCall, CommitTimeout, CycleTooLarge, ReplayError)}
@@ -60,8 +59,9 @@ def result_json(result: CycleResult | None) -> dict[str, Any] | None:
     if result is None:
         return None
     out = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "tables"}
-    out["tables"] = {name: {f.name: getattr(staged, f.name) for f in dataclasses.fields(staged)
-                            if f.name not in _STAGED_LOCAL} for name, staged in result.tables.items()}
+    # A Staged's own objects on the server (tables, snapshots: repr=False) stay there.
+    out["tables"] = {name: {f.name: getattr(staged, f.name) for f in dataclasses.fields(staged) if f.repr}
+                     for name, staged in result.tables.items()}
     return out
 
 

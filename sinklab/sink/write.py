@@ -107,6 +107,7 @@ def append_rows(state: TableState, rows: pa.Table, properties: dict[str, str]) -
     Spark job for a few hundred rows cost more than everything else they cost a cycle (bench/README.md,
     "Dead letters"). ``rows`` have the table's columns (``schema_to_pyarrow`` of its schema), so
     pyiceberg's check of them against the table is left out."""
+    # What pyiceberg's Transaction.append writes the files with (pyiceberg is pinned: pyproject.toml).
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     started = time.monotonic()
