@@ -13,14 +13,13 @@ from sinklab.sink.write import Staged
 
 def test_a_cycle_result_comes_back_as_it_left_but_the_servers_own_objects() -> None:
     staged = Staged(table="rpc.pizzas", stage=None, snapshot_id=7, records=3, bytes=300, data_files=["a.parquet"],
-                    delete_files=[], write_ms=12, commit_ms=4, loaded=object(), snapshot=object(),  # type: ignore[arg-type]
-                    after=object())  # type: ignore[arg-type]
+                    delete_files=[], write_ms=12, commit_ms=4, loaded=object(), snapshot=object())  # type: ignore[arg-type]
     result = CycleResult(commit_id="c1", records=3, tables={"rpc.pizzas": staged}, offsets={"pizzas": {0: 2, 1: 1}},
                          vtts_ms=1700000000000, counters={"bytes": 300}, duration_ms=900, passes=2)
     back = result_from_json(json.loads(json.dumps(result_json(result))))  # as the server sends it
-    assert back == result  # Staged compares without loaded, snapshot and after
+    assert back == result  # Staged compares without loaded and snapshot
     assert back is not None and back.offsets == {"pizzas": {0: 2, 1: 1}}  # partitions are numbers again
-    assert back.tables["rpc.pizzas"].loaded is None and back.tables["rpc.pizzas"].after is None
+    assert back.tables["rpc.pizzas"].loaded is None and back.tables["rpc.pizzas"].snapshot is None
     assert result_from_json(result_json(None)) is None
 
 

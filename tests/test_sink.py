@@ -90,47 +90,6 @@ def test_a_cycle_takes_at_most_its_max_tasks_and_writes_a_file_per_task(stack: S
     assert files == {"cores": stack.spark.sparkContext.defaultParallelism, "1": 1}
 
 
-def test_a_cycle_plans_against_the_last_publish_and_a_table_moved_meanwhile_gets_each_record_once(
-        stack: Stack, unique: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The next cycle plans against the table as the catalog answered the sink's last publish, without
-    loading it. When another writer moved it meanwhile, the compare-and-swap fails, the rows are staged
-    again on the table as it is, and the sink loads that table every cycle from then on."""
-    stack.create_topic(unique, partitions=2)
-    table = f"{unique}.pizzas"
-    loads: list[str] = []
-    load_table = stack.catalog.load_table
-
-    def counted(identifier: tuple[str, ...] | str, *args: object) -> object:
-        loads.append(identifier if isinstance(identifier, str) else ".".join(identifier))
-        return load_table(identifier, *args)
-
-    monkeypatch.setattr(stack.catalog, "load_table", counted)
-    sink = IcebergSink(stack, sink_config(unique))
-    try:
-        ids = produce(stack, unique, 400, seed=31)
-        assert sink.run_once().records == 400
-        loads.clear()
-        ids += produce(stack, unique, 400, seed=32)
-        assert sink.run_once().records == 400
-        assert table not in loads
-
-        gone = ids.pop(0)  # another writer: a snapshot the sink did not publish
-        stack.spark.sql(f"DELETE FROM sinklab.{table} WHERE order_id = '{gone}'")
-        ids += produce(stack, unique, 400, seed=33)
-        loads.clear()
-        assert sink.run_once().records == 400
-        assert sorted(order_ids(stack, table)) == sorted(ids)
-        assert len(sink_snapshots(stack, table)) == 4  # the sink's three appends and the delete: none lost
-
-        loads.clear()
-        ids += produce(stack, unique, 400, seed=34)
-        assert sink.run_once().records == 400
-        assert table in loads  # loaded again: someone else writes it
-        assert sorted(order_ids(stack, table)) == sorted(ids)
-    finally:
-        sink.stop()
-
-
 def test_background_thread_start_stop(stack: Stack, unique: str) -> None:
     stack.create_topic(unique, partitions=2)
     sink = IcebergSink(stack, sink_config(unique)).start()

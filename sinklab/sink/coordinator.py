@@ -29,7 +29,7 @@ from sinklab.sink.plan import Plan, Planner
 from sinklab.sink.publish import publish
 from sinklab.sink.recovery import drop_stale_stages
 from sinklab.sink.stage import Cycle, Stager
-from sinklab.sink.tables import TableState, load_state, state_of
+from sinklab.sink.tables import TableState, load_state
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -77,12 +77,6 @@ class Coordinator:
                                self.channel.timeout_s)
         self.stager = Stager(config, spark, catalog, kafka_conf)
         self._recovered: set[str] = set()
-        # The tables as this instance's last cycle published them, from the catalog's answers: the next cycle
-        # plans against them without loading them again (bench/README.md, "Dead letters"). One stale (another
-        # writer moved the table) fails its compare-and-swap and is staged again, and the table is loaded every
-        # cycle from then on (``_shared``).
-        self._published: dict[str, TableState] = {}
-        self._shared: set[str] = set()
         self._taken_over = False
         self._unadvanced: takeover.Inherited | None = None  # a takeover whose read Apache's group does not know yet
 
@@ -133,17 +127,10 @@ class Coordinator:
                                  cycle.counters, int((time.monotonic() - started) * 1000), cycle.passes)
             self.channel.complete(cycle.plan.ends, _complete_event(name, cycle, result))
             crash_point("inside-kafka-transaction")
-        for table, staged in published.items():
-            if staged.after is not None and table not in self._shared:
-                self._published[table] = state_of(staged.after, table, cycle.tables[table].state.branch, name)
         return result
 
     def _publish(self, cycle: Cycle, name: str) -> Staged | None:
-        planned = cycle.tables[name].state
-        landed = publish_table(self.catalog, self.stager, cycle, name)
-        if cycle.tables[name].state is not planned:  # it moved under the cycle: someone else writes it too
-            self._shared.add(name)
-        return landed
+        return publish_table(self.catalog, self.stager, cycle, name)
 
     def _take_over(self) -> None:
         """Finish what Apache's sink left half done on this connector (``takeover``): fenced, one
@@ -185,11 +172,7 @@ class Coordinator:
                               f"Apache's sink's commit", sink=self.config.name, table=name)
 
     def _load(self, name: str) -> TableState:
-        """The table as a cycle plans against it; the first time this instance meets it, recovered. A
-        table the last cycle published is taken as the catalog answered, once: a second look in a cycle
-        (after evolving it, say) loads it."""
-        if (published := self._published.pop(name, None)) is not None:
-            return published
+        """The table as a cycle plans against it; the first time this instance meets it, recovered."""
         state = load_state(self.catalog, name, self.config.table_branch(name), self.config.name)
         if state.exists and name not in self._recovered:
             drop_stale_stages(self.catalog, name, self.config.name)
@@ -208,12 +191,7 @@ class Coordinator:
         return self.planner.lag()
 
     def record_maintenance(self, reports: Sequence[Chore], delay_ms: int) -> None:
-        self.forget_tables()  # the chores changed them
         self.channel.record_maintenance(reports, delay_ms)
-
-    def forget_tables(self) -> None:
-        """The tables changed beside the cycles (maintenance, a replay): the next cycle loads them."""
-        self._published.clear()
 
     def close(self) -> None:
         self.channel.close()

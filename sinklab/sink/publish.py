@@ -20,7 +20,6 @@ from pyiceberg.exceptions import (
     CommitStateUnknownException,
     ServiceUnavailableError,
 )
-from pyiceberg.table import Table
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -61,10 +60,8 @@ def publish(catalog: Catalog, state: TableState, staged: Staged) -> bool:
         else (head, RemoveSnapshotRefUpdate(ref_name=staged.stage)))
     for attempt in range(1, PUBLISH_ATTEMPTS + 1):
         try:
-            answer = catalog.commit_table(
-                table, (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),), updates)
-            staged.after = Table(table.name(), answer.metadata, answer.metadata_location, table.io, catalog,
-                                 table.config)
+            catalog.commit_table(table, (AssertRefSnapshotId(ref=state.branch, snapshot_id=state.snapshot_id),),
+                                 updates)
             return True
         except (CommitFailedException, BadRequestError) as exc:
             # Apache's REST server answers a lost sequence race with 409 since 1.11, 400 before.

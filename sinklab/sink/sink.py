@@ -151,8 +151,6 @@ class IcebergSink:
         from sinklab.sink.replay import Replayer
 
         with self._cycling:  # one cycle or replay at a time: they share the session's staging settings
-            if self._coordinator is not None:
-                self._coordinator.forget_tables()
             kafka_conf = {**self.stack.kafka_config(), **self.config.kafka_properties}
             return Replayer(self.config, self._session(), self.stack.catalog, kafka_conf).run(where)
 

@@ -55,10 +55,6 @@ def load_state(catalog: Catalog, name: str, branch: str, sink: str) -> TableStat
         table = catalog.load_table(identifier(name))
     except NoSuchTableError:
         return TableState(name=name, branch=branch, exists=False)
-    return state_of(table, name, branch, sink)
-
-
-def state_of(table: Table, name: str, branch: str, sink: str) -> TableState:
     ref = table.metadata.refs.get(branch)
     snapshot_id = ref.snapshot_id if ref else None
     return TableState(name=name, branch=branch, exists=True, snapshot_id=snapshot_id,

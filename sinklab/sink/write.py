@@ -56,8 +56,6 @@ class Staged:
     # The table as loaded after the write: publishing commits against it without loading it again.
     loaded: Table | None = field(default=None, repr=False, compare=False)
     snapshot: Snapshot | None = field(default=None, repr=False, compare=False)  # an append's, uncommitted
-    # The table as the catalog answered the publish: what the next cycle plans against (Coordinator._load).
-    after: Table | None = field(default=None, repr=False, compare=False)
 
 
 log = logging.getLogger("sinklab.sink")
