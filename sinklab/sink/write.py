@@ -129,7 +129,7 @@ def stage_append(table: Table, branch: str, properties: dict[str, str],
         added = list(files(staging.table_metadata, append.commit_uuid))
         for data_file in added:
             append.append_data_file(data_file)
-    return next(u.snapshot for u in staging._updates if isinstance(u, AddSnapshotUpdate)), added
+    return staging.added_snapshot(), added
 
 
 class _Staging(Transaction):
@@ -147,6 +147,10 @@ class _Staging(Transaction):
         if self._worked_out is None or self._worked_out[0] != len(self._updates):
             self._worked_out = (len(self._updates), super().table_metadata)
         return self._worked_out[1]
+
+    def added_snapshot(self) -> Snapshot:
+        """The snapshot the staged append adds, as its update holds it (no metadata worked out again)."""
+        return next(u.snapshot for u in self._updates if isinstance(u, AddSnapshotUpdate))
 
 
 def _write_files(spark: SparkSession, table: Any, rows: DataFrame, name: str) -> list[Any]:
