@@ -18,11 +18,15 @@ from nothing to one interval; and files and snapshots per day of both intervals.
 
     python bench/fresh.py                 # 5,000 events/s, 60 s interval, 150 s of stream per phase
     python bench/fresh.py --quick         # 20 s interval, 50 s per phase
-    python bench/fresh.py --cost          # no sink running: what one read of a Reader costs (about 2 min)
+    python bench/fresh.py --cost          # no sink running: what one read of a Reader costs (about 3 min)
 
-``--cost`` measures a read alone: a table of 20,000 pizzas, a tail of 100,000 more, 2,000 more before
+``--cost`` measures a read alone, the goal's case: a table of 20,000 pizzas, a tail of one interval's
+records (``--rate`` x ``--interval-s``, 300,000), and the records of ``--every-s`` (2,500) more before
 each of 10 reads of one ``fresh.Reader``; the median over reads 3-10 of the read (pin and tail), of the
-query on it and of the plain table's query.
+query on it and of the plain table's query. Then 5 reads with nothing new: what a read costs besides
+converting records; and two floors of this machine: a two-stage Spark job over nothing
+(``spark.range(...).count()``, the plain query's shape) and a count of the newest records of one read
+straight from Kafka (Spark's Kafka source, no conversion).
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ from sinklab import fresh
 from sinklab.generators import PizzaGenerator
 from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.sink import IcebergSink
+from sinklab.sink import offsets as off
 from sinklab.sink.keys import CYCLE_MAX_TASKS
+from sinklab.sink.offsets import OffsetRange
+from sinklab.sink.reader import read_ranges
 from sinklab.stack import Stack
 
 DAY_S = 86_400
@@ -187,7 +194,7 @@ def phase_committed(stack: Stack, payloads: Path, rate: float, seconds: float) -
             "snapshots_per_day": snaps, "files_per_day": files}
 
 
-def cost(stack: Stack, reads: int = 10) -> dict[str, float]:
+def cost(stack: Stack, tail: int, new: int, reads: int = 10) -> dict[str, float]:
     topic, table = "fresh-cost", "bench.fresh_cost"
     stack.create_topic(topic, partitions=PARTITIONS)
     generator = PizzaGenerator(seed=3)
@@ -198,12 +205,12 @@ def cost(stack: Stack, reads: int = 10) -> dict[str, float]:
             pass
     finally:
         sink.stop()
-    generator.produce(stack, topic, count=100_000, partitions=PARTITIONS).wait()
+    generator.produce(stack, topic, count=tail, partitions=PARTITIONS).wait()
     spark = stack.spark
     times: list[tuple[float, float, float]] = []
     with fresh.Reader(stack, table, spark=spark) as reader:
         for i in range(reads):
-            generator.produce(stack, topic, count=2_000, partitions=PARTITIONS).wait()
+            generator.produce(stack, topic, count=new, partitions=PARTITIONS).wait()
             t0 = time.monotonic()
             read = reader.read()
             t1 = time.monotonic()
@@ -213,9 +220,25 @@ def cost(stack: Stack, reads: int = 10) -> dict[str, float]:
             times.append((t1 - t0, t2 - t1, time.monotonic() - t2))
             print(f"read {i + 1}: pin and tail {t1 - t0:.2f} s, query {t2 - t1:.2f} s, plain {times[-1][2]:.2f} s "
                   f"(tail {read.tail_offsets:,} offsets)", flush=True)
+        idle = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            top_stores(reader.read().df)
+            idle.append(time.monotonic() - t0)
+        newest = [OffsetRange(tp.topic, tp.partition, start, end) for tp, end in off.entries(read.watermark)
+                  if (start := max(0, end - new // PARTITIONS)) < end]
+    job, kafka = [], []
+    for _ in range(5):
+        t0 = time.monotonic()
+        spark.range(new, numPartitions=PARTITIONS).count()
+        t1 = time.monotonic()
+        read_ranges(spark, stack.kafka_config(), newest).count()
+        job.append(t1 - t0)
+        kafka.append(time.monotonic() - t1)
     read_s, query_s, plain_s = (statistics.median(t[k] for t in times[2:]) for k in range(3))
     return {"read_s": read_s, "query_s": query_s, "fresh_s": read_s + query_s, "plain_s": plain_s,
-            "ratio": (read_s + query_s) / plain_s}
+            "ratio": (read_s + query_s) / plain_s, "nothing_new_s": statistics.median(idle),
+            "job_s": statistics.median(job), "kafka_new_s": statistics.median(kafka)}
 
 
 def main() -> None:
@@ -232,9 +255,12 @@ def main() -> None:
     if args.cost:
         with tempfile.TemporaryDirectory(prefix="sinklab-bench-fresh-") as tmp, Stack.embedded(Path(tmp)) as stack:
             stack.spark.range(1).count()
-            c = cost(stack)
+            c = cost(stack, int(args.rate * args.interval_s), int(args.rate * args.every_s))
         print(f"\na read (reads 3-10, median): pin and tail {c['read_s']:.2f} s + query {c['query_s']:.2f} s = "
-              f"{c['fresh_s']:.2f} s; the plain table's query {c['plain_s']:.2f} s ({c['ratio']:.1f}x)")
+              f"{c['fresh_s']:.2f} s; the plain table's query {c['plain_s']:.2f} s ({c['ratio']:.1f}x); a read and "
+              f"its query with nothing new {c['nothing_new_s']:.2f} s ({c['nothing_new_s'] / c['plain_s']:.1f}x)")
+        print(f"floors: a two-stage job over nothing {c['job_s']:.2f} s; counting the newest records of a read "
+              f"from Kafka {c['kafka_new_s']:.2f} s")
         print(json.dumps({"cost": c}))
         return
     interval_s = 20.0 if args.quick else args.interval_s

@@ -319,7 +319,8 @@ class RowColumns:
     measured), using them a few."""
 
     computed: dict[str, Column]
-    select: list[Column]
+    select: list[Column]  # the table's columns and the raw record's
+    error: Column  # why the record makes no row (null: it makes one)
 
 
 def parse_type(dtype: T.DataType) -> T.DataType:
@@ -413,8 +414,7 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
         # this parse when it is the only one (check_objects=False), so that a record is parsed once.
         error = F.coalesce(F.when(F.col(PARSED)[CORRUPT].isNotNull(), not_an_object(F.col(PAYLOAD))), error)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
-    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
-                                 error.alias(ERROR)])
+    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)]], error)
 
 
 def _all(conditions: list[Column]) -> Column:
@@ -425,14 +425,18 @@ def _all(conditions: list[Column]) -> Column:
 
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
-            whole_value: str | None = None, columns: RowColumns | None = None) -> DataFrame:
+            whole_value: str | None = None, columns: RowColumns | None = None, *,
+            prior_error: bool = False) -> DataFrame:
     """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR;
     ``columns`` are ``row_columns`` of the same arguments, when kept from an earlier cycle.
+    ``prior_error``: a record that comes with ERROR set (by ``prepare``) keeps it, its columns
+    meaningless, so that one pass over the records yields both kinds.
 
     A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
     ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
     columns = columns or row_columns(schema, case_insensitive, whole_value)
-    return parse_once(records, columns.computed).select(*columns.select)
+    error = F.coalesce(F.col(ERROR), columns.error) if prior_error else columns.error
+    return parse_once(records, columns.computed).select(*columns.select, error.alias(ERROR))
 
 
 def variant_path(name: str) -> str:

@@ -65,12 +65,17 @@ def to_one_table(config: SinkConfig) -> Column:
     return sum(conds[1:], conds[0]) == 1
 
 
-def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
+def routed_to(config: SinkConfig, table: str) -> Column:
+    """Whether a record goes to ``table``, dynamic routing included."""
     if config.dynamic_enabled:
-        return records.where(F.lower(F.trim(F.col(ROUTE))) == table)
-    if not config.route_field:
+        return F.lower(F.trim(F.col(ROUTE))) == table
+    return table_condition(config, table)
+
+
+def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
+    if not config.dynamic_enabled and not config.route_field:
         return records
-    return records.where(table_condition(config, table))
+    return records.where(routed_to(config, table))
 
 
 def unrouted(config: SinkConfig, records: DataFrame, tables: list[str]) -> DataFrame:
