@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from helpers import KafkaLog, fresh_reads, produce_raw, sink_config, steady
+from helpers import KafkaLog, fresh_reads, once, produce_raw, sink_config, steady
 
 from sinklab import fresh
 from sinklab.exceptions import ConfigError, TableMissing
@@ -167,6 +167,33 @@ def test_a_reader_merging_the_tail_it_keeps_still_holds_every_record_once(stack:
         assert all(len(t) < 2 * PIECES_PER_MERGE for t in tiers), tiers  # the query's plan stays small
     finally:
         kafka.close()
+
+
+def test_a_fresh_read_of_a_transactional_topic_holds_its_committed_records_once(stack: Stack, unique: str) -> None:
+    """Transaction markers and aborted records occupy offsets that no record shows: each read of a Reader
+    holds the committed records up to its watermark and none of the aborted ones."""
+    stack.create_topic(unique, partitions=2)
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers, "transactional.id": f"tx-{unique}"})
+    producer.init_transactions(30)
+
+    def batch(first: int, count: int, commit: bool) -> list[str]:
+        producer.begin_transaction()
+        for i in range(first, first + count):
+            producer.produce(unique, json.dumps({"order_id": f"o{i}", "qty": i}).encode(), partition=i % 2)
+        assert producer.flush(30) == 0  # in the log before the abort: else the abort drops them unsent
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        return [f"o{i}" for i in range(first, first + count)] if commit else []
+
+    committed = batch(0, 6, True)
+    once(stack, sink_config(unique))
+    table = f"{unique}.pizzas"
+    with fresh.Reader(stack, table) as reader:
+        for first in (6, 20, 40):
+            committed += batch(first, 5, False) + batch(first + 5, 5, True) + batch(first + 10, 3, False)
+            read = reader.read()
+            assert sorted(r[0] for r in read.df.select("order_id").collect()) == sorted(committed)
+        # Each batch's marker and the aborted records are in the tail's offsets, not in its rows.
+        assert (read.tail_offsets, read.left_out()) == (3 * (5 + 5 + 3) + 3 * 3 * 2, 0)
 
 
 @pytest.mark.parametrize("version", [2, 3])
