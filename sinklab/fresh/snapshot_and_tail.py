@@ -262,6 +262,7 @@ class Reader:
             rows = with_operation(rows, row_ids(cfg, state), cfg.cdc_field)
         return rows.select(*schema.fieldNames(), *META, ERROR, *([OP] if cfg.row_level else []))
 
+
 @dataclass
 class _Piece:
     """Converted records kept by a ``Reader``: per partition read, from ``begins`` to ``ends``."""
