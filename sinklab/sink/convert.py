@@ -319,8 +319,8 @@ class RowColumns:
     measured), using them a few."""
 
     computed: dict[str, Column]
-    select: list[Column]  # the table's columns and the raw record's
-    error: Column  # why the record makes no row (null: it makes one)
+    select: list[Column]  # the table's columns, the raw record's, and ERROR last
+    error: Column  # ERROR's expression: why the record makes no row (null: it makes one)
 
 
 def parse_type(dtype: T.DataType) -> T.DataType:
@@ -414,7 +414,8 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
         # this parse when it is the only one (check_objects=False), so that a record is parsed once.
         error = F.coalesce(F.when(F.col(PARSED)[CORRUPT].isNotNull(), not_an_object(F.col(PAYLOAD))), error)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
-    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)]], error)
+    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
+                                 error.alias(ERROR)], error)
 
 
 def _all(conditions: list[Column]) -> Column:
@@ -435,8 +436,10 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
     A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
     ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
     columns = columns or row_columns(schema, case_insensitive, whole_value)
-    error = F.coalesce(F.col(ERROR), columns.error) if prior_error else columns.error
-    return parse_once(records, columns.computed).select(*columns.select, error.alias(ERROR))
+    select = columns.select
+    if prior_error:
+        select = [*select[:-1], F.coalesce(F.col(ERROR), columns.error).alias(ERROR)]
+    return parse_once(records, columns.computed).select(*select)
 
 
 def variant_path(name: str) -> str:
