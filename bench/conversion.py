@@ -27,9 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.generators import PizzaGenerator
-from sinklab.sink.columns import ERROR, OP
-from sinklab.sink.convert import convert, to_rows
-from sinklab.sink.text import utf8_text
+from sinklab.sink.records import ERROR, OP, convert, to_rows
+from sinklab.sink.wire import utf8_text
 
 SCHEMAS = {
     "pizza": "order_id string, store_id bigint, sauce string, cheese string, meats string, veggies string, "

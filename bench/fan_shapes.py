@@ -33,11 +33,9 @@ from pyspark.sql import functions as F
 from warm_cycles import config as fan_config
 
 from sinklab.generators import PizzaGenerator
-from sinklab.sink import IcebergSink, load_config, route
-from sinklab.sink.columns import ERROR, ROUTE
-from sinklab.sink.convert import preparation, to_rows, with_payload
-from sinklab.sink.offsets import OffsetRange
-from sinklab.sink.reader import read_ranges
+from sinklab.sink import IcebergSink, load_config
+from sinklab.sink.records import ERROR, ROUTE, preparation, read_ranges, route, to_rows, with_payload
+from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 from sinklab.stack.spark import SINK_SESSION_CONF
 

@@ -50,10 +50,10 @@ from sinklab import fresh
 from sinklab.generators import PizzaGenerator
 from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.sink import IcebergSink
-from sinklab.sink import offsets as off
-from sinklab.sink.keys import CYCLE_MAX_TASKS
-from sinklab.sink.offsets import OffsetRange
-from sinklab.sink.reader import read_ranges
+from sinklab.sink.config import keys
+from sinklab.sink.records import read_ranges
+from sinklab.sink.wire import OffsetRange
+from sinklab.sink.wire import offsets as off
 from sinklab.stack import Stack
 
 DAY_S = 86_400
@@ -124,7 +124,7 @@ def phase_fresh(stack: Stack, payloads: Path, rate: float, interval_s: float, se
     table = f"bench.fresh_{label.replace('-', '_')}"
     stack.create_topic(topic, partitions=PARTITIONS)
     producer = stream(stack, topic, payloads, rate, seconds)
-    extra = {CYCLE_MAX_TASKS: str(sink_tasks)} if sink_tasks else {}
+    extra = {keys.CYCLE_MAX_TASKS: str(sink_tasks)} if sink_tasks else {}
     sink = IcebergSink(stack, sink_config(name, topic, [table], int(interval_s * 1000), **extra)).start()
     spark = stack.spark
     reads: list[Query] = []
@@ -250,7 +250,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a 20 s interval, 50 s per phase")
     parser.add_argument("--cost", action="store_true", help="one read's cost, no sink running")
     parser.add_argument("--sink-tasks", default="cores,1",
-                        help=f"the long-interval sink's {CYCLE_MAX_TASKS}, a run each, comma-separated (cores: unset)")
+                        help=f"the long-interval sink's {keys.CYCLE_MAX_TASKS}, a run each, comma-separated "
+                             "(cores: unset)")
     args = parser.parse_args()
     if args.cost:
         with tempfile.TemporaryDirectory(prefix="sinklab-bench-fresh-") as tmp, Stack.embedded(Path(tmp)) as stack:

@@ -76,11 +76,8 @@ from sinklab.generators import PizzaGenerator
 from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.maintenance import schedule
 from sinklab.sink import IcebergSink, load_config, read_control_log
-from sinklab.sink.avro import AVRO_CONVERTER
-from sinklab.sink.control import PayloadType
-from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.offsets import from_property, to_property
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
+from sinklab.sink.wire import AVRO_CONVERTER, JSON_SCHEMA_CONVERTER, PayloadType, from_property, to_property
 from sinklab.stack import Stack
 from sinklab.stack.spark import SparkSettings
 from sinklab.viz import frames
@@ -89,7 +86,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyspark.sql import SparkSession
 
-    from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.cycle import CycleResult
 
 NAMESPACE = "bench"
 SINGLE = f"{NAMESPACE}.pizzas"

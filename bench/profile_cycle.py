@@ -11,7 +11,7 @@ nothing written), so the differences between rows are what each stage adds:
 5. + observed: as 3, with the aggregates a cycle's write observes on the way (its figures and its bad
    rows: ``convert.Observed``, ``convert.BadRows``), to ``noop``
 6. the sink's write: as 5, written by Iceberg's writer into the table's data files, uncommitted
-   (``write._write_files``, as a cycle stages them)
+   (``write.write_files``, as a cycle stages them)
 7. Spark alone: the same values from text files, ``from_json`` into the table's types, Parquet
 
     python bench/profile_cycle.py [--records 500000] [--partitions 6] [--rounds 2]
@@ -30,13 +30,11 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from sinklab.generators import PizzaGenerator
-from sinklab.sink import IcebergSink, dlq, load_config
-from sinklab.sink.columns import ERROR
-from sinklab.sink.convert import BadRows, Observed, prepare, to_rows, with_payload
-from sinklab.sink.offsets import OffsetRange
-from sinklab.sink.reader import read_ranges
-from sinklab.sink.stage import Stager
-from sinklab.sink.write import _write_files
+from sinklab.sink import IcebergSink, load_config
+from sinklab.sink.cycle import Worker
+from sinklab.sink.records import ERROR, BadRows, Observed, dead_letters, prepare, read_ranges, to_rows, with_payload
+from sinklab.sink.tables import write_files
+from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 
 
@@ -97,13 +95,13 @@ def main() -> None:
             columns = [f.name for f in schema.fields]
             rows().select(*columns).write.mode("overwrite").option("compression", "zstd").parquet(str(staged))
 
-        metrics = Stager(config, spark, stack.catalog, kafka)._stat_metrics([])  # every partition read whole
+        metrics = Worker(config, spark, stack.catalog, kafka)._stat_metrics([])  # every partition read whole
 
         def observed():  # type: ignore[no-untyped-def]
-            # The figures a one-pass cycle observes and its write's bad rows, as the sink's Stager builds them.
+            # The figures a one-pass cycle observes and its write's bad rows, as the sink's Worker builds them.
             stats = Observed(prepared(), *metrics)
             records = stats.df.where(F.col("value").isNotNull()).where(F.col(ERROR).isNull())
-            checked = BadRows(to_rows(records, schema), dlq.observed(config.errors_tolerance))
+            checked = BadRows(to_rows(records, schema), dead_letters.observed(config.errors_tolerance))
             return checked.df.where(F.col(ERROR).isNull())
 
         jvm = spark._jvm  # type: ignore[attr-defined]
@@ -112,7 +110,7 @@ def main() -> None:
 
         def iceberg() -> None:
             columns = [f.name for f in schema.fields]
-            _write_files(spark, table, observed().select(*columns), f"profile-{next(written)}")
+            write_files(spark, table, observed().select(*columns), f"profile-{next(written)}")
 
         text = Path(tmp) / "text"
         raw().selectExpr("CAST(value AS STRING) AS value").write.mode("overwrite").text(str(text))

@@ -19,7 +19,7 @@ from sinklab.exceptions import (
     SinkError,
     SinklabError,
 )
-from sinklab.sink.errors import text_of
+from sinklab.retry import text_of
 from sinklab.stack import STACK_FILE, Stack, StackInfo, jars, stop_recorded
 from sinklab.stack.process import pid_alive
 from sinklab.stack.registry_build import PART as REGISTRY_PART

@@ -21,7 +21,7 @@ from sinklab.stack.process import stop_pid
 
 if TYPE_CHECKING:
     from sinklab.fresh import FreshRead
-    from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.cycle.coordinator import CycleResult
 
 
 def sink_config(unique: str, tables: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -137,7 +137,7 @@ class KafkaLog:
     read: what a fresh read (sinklab.fresh) up to that watermark must hold."""
 
     def __init__(self, stack: Stack, topic: str):
-        from sinklab.sink.topics import TopicReader
+        from sinklab.sink.wire.topics import TopicReader
 
         self.reader = TopicReader(stack.bootstrap_servers, topic)
         self.values: list[dict[str, Any] | None] = []

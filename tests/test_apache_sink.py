@@ -27,8 +27,12 @@ from pyiceberg.types import LongType, NestedField, StringType
 from sinklab.connect.report import sink_reports
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
-from sinklab.sink import IcebergSink, control, coordinator, keys, takeover
-from sinklab.sink.topics import TopicReader
+from sinklab.sink import IcebergSink
+from sinklab.sink.apache import takeover
+from sinklab.sink.config import keys
+from sinklab.sink.cycle import coordinator
+from sinklab.sink.wire import control
+from sinklab.sink.wire.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
 from sinklab.viz import Dashboard, Observed, frames

@@ -14,9 +14,9 @@ from sinklab import viz
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame
 from sinklab.sink import IcebergSink
-from sinklab.sink.avro import AVRO_CONVERTER
-from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.registry import RegistryClient
+from sinklab.sink.wire.avro import AVRO_CONVERTER
+from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
+from sinklab.sink.wire.registry import RegistryClient
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from sinklab import viz
 from sinklab.sink import IcebergSink, RecordError, read_control_log
-from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.convert import Observed
+from sinklab.sink.cycle import coordinator as coordinator_module
+from sinklab.sink.records.observed import Observed
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark
@@ -228,7 +228,7 @@ def test_fanned_out_every_malformed_record_is_dead_lettered_once(stack: Stack, u
 
 def test_tolerance_all_needs_a_dead_letter_topic_or_table(unique: str) -> None:
     from sinklab.exceptions import ConfigError
-    from sinklab.sink.config import load_config
+    from sinklab.sink.config.sink_config import load_config
     with pytest.raises(ConfigError, match="errors.deadletterqueue.topic.name"):
         load_config(sink_config(unique, **{"errors.tolerance": "all"}))
     assert load_config(sink_config(unique, **{"errors.tolerance": "all", "errors.deadletterqueue.table.name":
@@ -343,9 +343,10 @@ def test_record_shapes_are_classified_like_the_parse_that_fills_columns(stack: S
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from sinklab.sink.columns import ERROR
-    from sinklab.sink.convert import error_kind, prepare, to_rows, with_payload
-    from sinklab.sink.reader import RAW_DDL
+    from sinklab.sink.records.columns import ERROR
+    from sinklab.sink.records.convert import error_kind, to_rows
+    from sinklab.sink.records.prepare import prepare, with_payload
+    from sinklab.sink.records.reader import RAW_DDL
 
     texts = list(SHAPES)
     raw = stack.spark.createDataFrame([("t", 0, i, 0, None, v.encode(), None) for i, v in enumerate(texts)], RAW_DDL)
@@ -406,9 +407,9 @@ def test_bad_values_stay_per_record_errors_under_ansi_mode(stack: Stack, unique:
                               "payload": r}).encode() for r in records]
         extra = {"value.converter.schemas.enable": "true"}
     else:
-        from sinklab.sink.avro import AVRO_CONVERTER
-        from sinklab.sink.jsonschema import JSON_SCHEMA_CONVERTER
-        from sinklab.sink.registry import RegistryClient
+        from sinklab.sink.wire.avro import AVRO_CONVERTER
+        from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
+        from sinklab.sink.wire.registry import RegistryClient
 
         url = request.getfixturevalue("schema_registry")
         registry = RegistryClient(url)
@@ -489,9 +490,10 @@ def test_one_parse_into_the_fields_types_gives_what_the_text_path_gives(stack: S
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from sinklab.sink.columns import ERROR
-    from sinklab.sink.convert import convert, prepare, to_rows, with_payload
-    from sinklab.sink.reader import RAW_DDL
+    from sinklab.sink.records.columns import ERROR
+    from sinklab.sink.records.convert import convert, to_rows
+    from sinklab.sink.records.prepare import prepare, with_payload
+    from sinklab.sink.records.reader import RAW_DDL
 
     assert stack.spark is not None  # parsing a type string needs a session; this test may ask first
     schema = T._parse_datatype_string(ONE_PARSE_SCHEMA)
@@ -541,7 +543,7 @@ def test_a_timestamp_or_date_reads_an_integer_as_epoch_and_other_text_as_a_date(
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from sinklab.sink.convert import convert
+    from sinklab.sink.records.convert import convert
 
     spark = stack.spark
     got = []

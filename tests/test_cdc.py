@@ -12,7 +12,7 @@ from helpers import once, produce_raw, run_cli, sink_config
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink
-from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack
 from sinklab.viz import frames
 

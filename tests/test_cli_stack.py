@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from sinklab.sink.registry import RegistryClient
+from sinklab.sink.wire.registry import RegistryClient
 from sinklab.stack import StackInfo
 from sinklab.stack.broker import broker_ready
 from sinklab.stack.process import free_port, pid_alive

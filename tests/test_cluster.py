@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import order_ids, produce, run_cli, sink_config
 
-from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack
 from sinklab.stack.cluster import StandaloneCluster
 

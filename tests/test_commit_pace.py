@@ -11,7 +11,7 @@ from pyspark.errors import AnalysisException
 
 from sinklab import viz
 from sinklab.sink import IcebergSink, read_control_log
-from sinklab.sink.control import PayloadType
+from sinklab.sink.wire.control import PayloadType
 from sinklab.stack import Stack
 
 COMMIT_START, COMMIT_COMPLETE = PayloadType.COMMIT_START, PayloadType.COMMIT_COMPLETE

@@ -9,7 +9,7 @@ import pytest
 
 from sinklab.demo import SEED_CONFIG
 from sinklab.exceptions import ConfigError
-from sinklab.sink.config import from_connect, load_config
+from sinklab.sink.config.sink_config import from_connect, load_config
 
 
 def test_seed_config_loads_verbatim() -> None:
@@ -96,7 +96,7 @@ def test_routing_partition_and_transform_errors_name_the_key(conf: dict[str, str
 
 
 def test_partition_fields_and_transforms_are_read() -> None:
-    from sinklab.sink.transforms import Debezium, Flatten, KafkaMetadata
+    from sinklab.sink.config.transforms import Debezium, Flatten, KafkaMetadata
 
     config = load_config({
         "name": "s", "topics": "a", "iceberg.tables": "ns.t,ns.u",
@@ -116,7 +116,7 @@ def test_partition_fields_and_transforms_are_read() -> None:
 
 def test_the_settings_a_sink_keeps_on_its_tables_hold_no_credentials_and_read_back() -> None:
     """SinkConfig.shareable: what sinklab.fresh reads from a table's sinklab.settings.<sink> property."""
-    from sinklab.sink.config import SinkConfig
+    from sinklab.sink.config.sink_config import SinkConfig
 
     config = load_config({"name": "x", "config": {
         "topics": "t", "iceberg.tables": "a.b", "value.converter": "io.confluent.connect.avro.AvroConverter",

@@ -11,9 +11,9 @@ import pytest
 
 from sinklab.connect.server import UNKNOWN_KEY_DOC, validate_response
 from sinklab.maintenance.policy import MaintenancePolicy
-from sinklab.sink import keys
-from sinklab.sink.config import SinkConfig, read_value
-from sinklab.sink.reference import PAGES, render_blocks
+from sinklab.sink.config import keys
+from sinklab.sink.config.reference import PAGES, render_blocks
+from sinklab.sink.config.sink_config import SinkConfig, read_value
 from sinklab.stack import jars
 
 PLUGIN = "org.apache.iceberg.connect.IcebergSinkConnector"

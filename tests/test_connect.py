@@ -30,9 +30,9 @@ from sinklab.connect.store import ConnectorStore
 from sinklab.demo import SEED_CONFIG
 from sinklab.exceptions import EXIT_CHANGES, ApplyError, BadRequest, Conflict, NotFound, StoreLocked
 from sinklab.generators import PaymentGenerator, produce_json
-from sinklab.sink.config import SinkConfig
-from sinklab.sink.offsets import TopicPartition
+from sinklab.sink.config.sink_config import SinkConfig
 from sinklab.sink.sink import SinkStatus
+from sinklab.sink.wire.offsets import TopicPartition
 from sinklab.stack import Stack, jars
 from sinklab.stack.process import stop_leader_first
 

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from sinklab.exceptions import ControlEventError
-from sinklab.sink import control, iceberg_events, topics
-from sinklab.sink.control import (
+from sinklab.sink.wire import apache_events, control, topics
+from sinklab.sink.wire.control import (
     CONTROL_TOPIC,
     CommitComplete,
     CommitStart,
@@ -28,7 +28,7 @@ from sinklab.sink.control import (
     log_frame,
     read_control_log,
 )
-from sinklab.sink.topics import TopicReader
+from sinklab.sink.wire.topics import TopicReader
 
 COMMIT_ID = "7f0c2a4e-3b1d-4c5e-9a8f-0123456789ab"
 COMPLETE = CommitComplete(
@@ -106,11 +106,11 @@ def test_a_record_that_is_not_sinklabs_is_foreign() -> None:
 
 
 def test_apaches_events_are_read_in_their_own_frame() -> None:
-    schema, event = iceberg_events.unframe(APACHE_RECORD)
+    schema, event = apache_events.unframe(APACHE_RECORD)
     assert (schema["namespace"], schema["name"]) == ("org.apache.iceberg.connect.events", "Event")
     assert event["group_id"] == "connect-pizzas-java" and event["type"] == 0  # START_COMMIT
     assert uuid.UUID(bytes=event["payload"]["commit_id"]) == uuid.UUID("11111111-2222-3333-4444-555555555555")
-    assert iceberg_events.unframe(encode(START)) is None  # sinklab's are not in that frame
+    assert apache_events.unframe(encode(START)) is None  # sinklab's are not in that frame
 
 
 def test_an_unsupported_schema_version_is_a_clear_error() -> None:

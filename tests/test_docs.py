@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import ROOT, build_site
 
-from sinklab.sink import keys
+from sinklab.sink.config import keys
 
 
 def test_the_site_builds_and_its_reference_is_the_key_table(tmp_path: Path) -> None:

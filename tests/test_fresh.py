@@ -26,7 +26,7 @@ from sinklab import fresh
 from sinklab.exceptions import ConfigError, TableMissing
 from sinklab.fresh.snapshot_and_tail import PIECES_PER_MERGE, tail_starts
 from sinklab.sink import IcebergSink
-from sinklab.sink.offsets import TopicPartition
+from sinklab.sink.wire.offsets import TopicPartition
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 

@@ -21,7 +21,7 @@ from test_broker import consume_all
 
 from sinklab.exceptions import KafkaUnavailable
 from sinklab.sink import IcebergSink
-from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack, StackInfo, stop_recorded
 from sinklab.stack.process import pid_alive
 

@@ -17,8 +17,8 @@ from sinklab.maintenance import Target, compact, maintain, schedule
 from sinklab.maintenance.operations import small_files
 from sinklab.maintenance.retention import lineage, recovery_snapshots, snaps_of
 from sinklab.sink import IcebergSink, load_config, read_control_log
-from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.tables import OFFSETS_PROP
+from sinklab.sink.cycle import coordinator as coordinator_module
+from sinklab.sink.tables.state import OFFSETS_PROP
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

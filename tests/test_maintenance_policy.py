@@ -9,8 +9,8 @@ from sinklab.maintenance import schedule
 from sinklab.maintenance.policy import parse_duration, parse_policy
 from sinklab.maintenance.retention import Ref, Snap, expiry_cutoff, recovery_snapshots, stale_stages, unreachable
 from sinklab.sink import IcebergSink
-from sinklab.sink.config import load_config
-from sinklab.sink.write import stage_name
+from sinklab.sink.config.sink_config import load_config
+from sinklab.sink.tables.write import stage_name
 
 
 def config(**keys: str) -> dict[str, str]:

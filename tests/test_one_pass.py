@@ -16,7 +16,7 @@ from requests.adapters import HTTPAdapter
 from test_bad_records import dead_letters
 
 from sinklab.sink import IcebergSink
-from sinklab.sink.tables import COMMIT_ID_PROP
+from sinklab.sink.tables.state import COMMIT_ID_PROP
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

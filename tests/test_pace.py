@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaException
 
 from sinklab.sink import IcebergSink
-from sinklab.sink.pace import Cost, LagTarget, due, fit
+from sinklab.sink.cycle.pace import Cost, LagTarget, due, fit
 
 
 def simulate(target: LagTarget, phases: list[tuple[float, float]], cost: tuple[float, float], noise: float,

@@ -8,7 +8,7 @@ import pytest
 
 from sinklab import viz
 from sinklab.exceptions import TargetUnreachable
-from sinklab.sink.pace import fit
+from sinklab.sink.cycle.pace import fit
 
 
 def calibration(a: float = 0.3, b: float = 20e-6) -> viz.Calibration:

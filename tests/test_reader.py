@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sinklab.sink.offsets import OffsetRange
-from sinklab.sink.reader import source_options, task_count
+from sinklab.sink.records.reader import source_options, task_count
+from sinklab.sink.wire.offsets import OffsetRange
 
 
 def test_a_small_cycle_is_one_task_and_an_empty_one_none() -> None:

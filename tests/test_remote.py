@@ -6,9 +6,9 @@ import json
 
 from sinklab.exceptions import CycleTooLarge, RemoteSinkError
 from sinklab.sink import ConfigError, RecordError
-from sinklab.sink.coordinator import CycleResult
+from sinklab.sink.cycle.coordinator import CycleResult
 from sinklab.sink.remote import error_from_json, error_json, result_from_json, result_json
-from sinklab.sink.write import Staged
+from sinklab.sink.tables.write import Staged
 
 
 def test_a_cycle_result_comes_back_as_it_left_but_the_servers_own_objects() -> None:

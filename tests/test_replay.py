@@ -13,7 +13,7 @@ from helpers import run_cli, sink_config
 
 from sinklab.exceptions import EXIT_NEEDS_LOOK, ReplayError
 from sinklab.sink import IcebergSink, load_config
-from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

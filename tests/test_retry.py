@@ -15,10 +15,11 @@ from py4j.protocol import Py4JJavaError
 from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, ServiceUnavailableError
 
 from sinklab.exceptions import CycleTooLarge, KafkaUnavailable, SinkFenced, StuckCall
-from sinklab.sink import IcebergSink, RecordError, channel
+from sinklab.retry import out_of_memory, transient
+from sinklab.sink import IcebergSink, RecordError
 from sinklab.sink import sink as sink_module
-from sinklab.sink.coordinator import CycleResult
-from sinklab.sink.errors import out_of_memory, transient
+from sinklab.sink.cycle import channel
+from sinklab.sink.cycle.coordinator import CycleResult
 from sinklab.stack.spark import SparkSettings
 
 
@@ -286,7 +287,7 @@ def test_a_slow_first_cycle_is_not_idleness() -> None:
 def test_idleness_counts_from_the_cycle_that_found_nothing() -> None:
     """``--until-idle N`` after records: N seconds from the planning of the first cycle that found
     nothing, not from the last cycle that found some (the interval between them is not idleness)."""
-    from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.cycle.coordinator import CycleResult
 
     sink, _ = flaky_sink([], **{"iceberg.control.commit.interval-ms": "200"})
     checks: list[tuple[float, bool]] = []

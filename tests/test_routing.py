@@ -13,7 +13,7 @@ from helpers import run_cli, sink_config, sink_snapshots
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, read_control_log
-from sinklab.sink import coordinator as coordinator_module
+from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

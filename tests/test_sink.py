@@ -20,9 +20,9 @@ from helpers import order_ids, produce, run_cli, sink_config, sink_snapshots
 from sinklab.demo import SEED_CONFIG
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
-from sinklab.sink import coordinator as coordinator_module
-from sinklab.sink.keys import CYCLE_MAX_TASKS
-from sinklab.sink.reader import MIN_TASK_RECORDS
+from sinklab.sink.config.keys import CYCLE_MAX_TASKS
+from sinklab.sink.cycle import coordinator as coordinator_module
+from sinklab.sink.records.reader import MIN_TASK_RECORDS
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 

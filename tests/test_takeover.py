@@ -7,7 +7,7 @@ import pytest
 from pyiceberg.manifest import DataFileContent, FileFormat
 
 from sinklab.exceptions import SinkError
-from sinklab.sink import takeover
+from sinklab.sink.apache import takeover
 
 
 def test_a_data_file_of_apaches_event_keeps_its_path_counts_and_bounds() -> None:

@@ -6,8 +6,8 @@ import pytest
 from pyspark.sql import types as T
 
 from sinklab.exceptions import TransformError
-from sinklab.sink.evolve import plan_changes
-from sinklab.sink.transforms import Debezium, KafkaMetadata, Meta, debezium, flatten, kafka_metadata
+from sinklab.sink.config.transforms import Debezium, KafkaMetadata, Meta, debezium, flatten, kafka_metadata
+from sinklab.sink.tables.evolve import plan_changes
 
 META = Meta(topic="t", partition=1, offset=42, timestamp=1700000000000, key="k1")
 

@@ -10,7 +10,7 @@ from helpers import once, sink_config
 
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
-from sinklab.sink.config import load_config
+from sinklab.sink.config.sink_config import load_config
 from sinklab.stack import Stack
 from sinklab.viz import frames
 

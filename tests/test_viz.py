@@ -18,7 +18,8 @@ from helpers import produce_raw, sink_config
 
 from sinklab import viz
 from sinklab.generators import PizzaGenerator, produce_json
-from sinklab.sink import IcebergSink, control, read_control_log
+from sinklab.sink import IcebergSink, read_control_log
+from sinklab.sink.wire import control
 from sinklab.stack import Stack
 
 pytestmark = pytest.mark.spark

@@ -19,9 +19,8 @@ from typing import Any, Protocol
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
 from sinklab.exceptions import BadRequest, ConfigError, Conflict, NotFound
 from sinklab.maintenance import schedule
-from sinklab.sink.config import SinkConfig, load_config
-from sinklab.sink.keys import CONNECTOR_CLASS, NAME, TASKS_MAX, TASKS_MAX_DEFAULT
-from sinklab.sink.sink import SinkStatus
+from sinklab.sink import SinkStatus
+from sinklab.sink.config import SinkConfig, keys, load_config
 
 log = logging.getLogger("sinklab.connect")
 
@@ -64,10 +63,11 @@ def normalize(name: str, config: Any) -> dict[str, str]:
         if value is None or isinstance(value, dict | list):
             raise BadRequest(f"{key}: config values must be strings, numbers or booleans, got {value!r}", key=str(key))
         out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    if out.get(NAME, name) != name:
-        raise BadRequest(f"{NAME}: connector name {out[NAME]!r} in the config does not match {name!r} in the URL",
-                         key=NAME)
-    out[NAME] = name
+    if out.get(keys.NAME, name) != name:
+        raise BadRequest(f"{keys.NAME}: connector name {out[keys.NAME]!r} in the config does not match {name!r} "
+                         "in the URL",
+                         key=keys.NAME)
+    out[keys.NAME] = name
     return out
 
 
@@ -75,27 +75,27 @@ def validate(name: str, config: dict[str, str]) -> SinkConfig:
     """The checks Connect makes (a known ``connector.class``, ``tasks.max``) and then the sink's own.
     Raises ConfigError naming the key."""
     if not name or "/" in name:
-        raise ConfigError(NAME, f"{name!r} is not a valid connector name")
-    cls = config.get(CONNECTOR_CLASS)
+        raise ConfigError(keys.NAME, f"{name!r} is not a valid connector name")
+    cls = config.get(keys.CONNECTOR_CLASS)
     if not cls:
-        raise ConfigError(CONNECTOR_CLASS, f'missing required configuration "{CONNECTOR_CLASS}"')
+        raise ConfigError(keys.CONNECTOR_CLASS, f'missing required configuration "{keys.CONNECTOR_CLASS}"')
     if not is_plugin(cls):
-        raise ConfigError(CONNECTOR_CLASS, f"failed to find any class that implements Connector and which name "
+        raise ConfigError(keys.CONNECTOR_CLASS, f"failed to find any class that implements Connector and which name "
                           f"matches {cls}; this server runs {' and '.join(PLUGIN_CLASSES)}")
     tasks_max(config)
-    loaded = load_config({NAME: name, "config": config})
+    loaded = load_config({keys.NAME: name, "config": config})
     schedule(loaded)  # its sinklab.maintenance.* keys, checked now rather than when the sink starts
     return loaded
 
 
 def tasks_max(config: dict[str, str]) -> int:
-    raw = config.get(TASKS_MAX, str(TASKS_MAX_DEFAULT))
+    raw = config.get(keys.TASKS_MAX, str(keys.TASKS_MAX_DEFAULT))
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(TASKS_MAX, f"expected an integer, got {raw!r}") from None
+        raise ConfigError(keys.TASKS_MAX, f"expected an integer, got {raw!r}") from None
     if value < 1:
-        raise ConfigError(TASKS_MAX, f"must be at least 1, got {value}")
+        raise ConfigError(keys.TASKS_MAX, f"must be at least 1, got {value}")
     return value
 
 

@@ -20,10 +20,9 @@ from pyiceberg.expressions import And, EqualTo, IsNull
 
 from sinklab.connect.herder import validate
 from sinklab.connect.offsets import GroupOffsets
-from sinklab.sink.apache_log import read_log
-from sinklab.sink.control import CONTROL_TOPIC, PayloadType
-from sinklab.sink.dlq import DEAD_LETTERS_PROP, REPLAY_ID
-from sinklab.sink.offsets import Lag, TopicPartition, lag_json
+from sinklab.sink.apache import read_log
+from sinklab.sink.records import DEAD_LETTERS_PROP, REPLAY_ID
+from sinklab.sink.wire import CONTROL_TOPIC, Lag, PayloadType, TopicPartition, lag_json
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
 
 if TYPE_CHECKING:

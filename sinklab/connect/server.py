@@ -22,9 +22,8 @@ from sinklab.connect import loggers
 from sinklab.connect.herder import PLUGIN_CLASSES, Herder, is_plugin, normalize, validate
 from sinklab.connect.sessions import SinkSessions
 from sinklab.exceptions import BadRequest, ConfigError, Conflict, ConnectError, NotFound
-from sinklab.sink.keys import CONNECTOR_CLASS, KEYS, NAME, lookup
-from sinklab.sink.remote import PATH as SESSIONS_PATH
-from sinklab.sink.remote import error_json
+from sinklab.sink import SESSIONS_PATH, error_json
+from sinklab.sink.config import keys
 from sinklab.stack.jars import ICEBERG_VERSION, KAFKA_VERSION
 
 log = logging.getLogger("sinklab.connect.http")
@@ -50,7 +49,7 @@ def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
     """``PUT /connector-plugins/{class}/config/validate``: Connect's ConfigInfos. As Kafka Connect lists all
     of a connector's ConfigDef keys, every key ``sinklab.sink.keys`` declares is listed, then each other key
     given (a family's, or unknown); the error, if any, is on the key the exception names."""
-    name = str(config.get(NAME) or "validate")
+    name = str(config.get(keys.NAME) or "validate")
     error: ConfigError | BadRequest | None = None
     try:
         validate(name, normalize(name, config))
@@ -58,7 +57,7 @@ def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
         if exc.key is None:
             raise  # about no key: the request's error
         error = exc
-    names = dict.fromkeys([*(k.name for k in KEYS if not k.family), *config, *([error.key] if error else [])])
+    names = dict.fromkeys([*(k.name for k in keys.KEYS if not k.family), *config, *([error.key] if error else [])])
     configs = [_config_info(key, config.get(key), [str(error)] if error and error.key == key else [])
                for key in names]
     groups = dict.fromkeys(c["definition"]["group"] for c in configs if c["definition"]["group"])
@@ -66,12 +65,12 @@ def validate_response(plugin: str, config: dict[str, Any]) -> dict[str, Any]:
 
 
 # Connect's order of a key in its group (1, 2, ...): the order of the declarations.
-_ORDER = {k.name: [d.name for d in KEYS if d.group == k.group].index(k.name) + 1 for k in KEYS}
+_ORDER = {k.name: [d.name for d in keys.KEYS if d.group == k.group].index(k.name) + 1 for k in keys.KEYS}
 
 
 def _config_info(key: str, given: Any, errors: list[str]) -> dict[str, Any]:
     """One key's ConfigInfo: its definition (the declaration's, or its family's) and its value."""
-    decl = lookup(key)
+    decl = keys.lookup(key)
     if given is not None:
         value: str | None = "[hidden]" if decl is not None and decl.type == "PASSWORD" else str(given)
     else:
@@ -196,10 +195,11 @@ class ConnectApi:
             raise NotFound(f"Failed to find any class that implements Connector and which name matches {plugin}")
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object of config values")
-        given = body.get(CONNECTOR_CLASS)
+        given = body.get(keys.CONNECTOR_CLASS)
         if given is not None and given != plugin and not (is_plugin(given) and is_plugin(plugin)):
-            raise BadRequest(f"{CONNECTOR_CLASS}: {given!r} does not match {plugin!r} in the URL", key=CONNECTOR_CLASS)
-        return 200, validate_response(plugin, {CONNECTOR_CLASS: plugin, **body})
+            raise BadRequest(f"{keys.CONNECTOR_CLASS}: {given!r} does not match {plugin!r} in the URL",
+                             key=keys.CONNECTOR_CLASS)
+        return 200, validate_response(plugin, {keys.CONNECTOR_CLASS: plugin, **body})
 
     # ---- connectors
     def list(self, expands: list[str], **_: Any) -> Response:
@@ -226,7 +226,7 @@ class ConnectApi:
             raise BadRequest("config: the request needs a config object: {\"name\": ..., \"config\": {...}}")
         name = body["name"]
         self._not_a_session(name)
-        return 201, self.herder.create(name, {**body["config"], NAME: body["config"].get(NAME, name)},
+        return 201, self.herder.create(name, {**body["config"], keys.NAME: body["config"].get(keys.NAME, name)},
                                        str(body.get("initial_state", "RUNNING")).upper())
 
     def info(self, name: str, **_: Any) -> Response:

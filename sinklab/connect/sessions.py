@@ -9,13 +9,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from sinklab.exceptions import Conflict, NotFound
+from sinklab.sink import result_json
 from sinklab.sink.config import SinkConfig
-from sinklab.sink.remote import result_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sinklab.sink.sink import IcebergSink
+    from sinklab.sink import IcebergSink
 
 
 class SinkSessions:

@@ -25,7 +25,7 @@ class Worker:
 
     def __init__(self, stack: Stack, state_dir: Path | None, host: str = "127.0.0.1", port: int = 8083):
         from sinklab.maintenance import schedule
-        from sinklab.sink.sink import IcebergSink
+        from sinklab.sink import IcebergSink
 
         self.stack = stack
         self.store = ConnectorStore(state_dir)

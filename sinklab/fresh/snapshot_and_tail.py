@@ -25,25 +25,29 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError, SinkError, TableMissing
-from sinklab.sink import offsets as off
-from sinklab.sink import registry, route
-from sinklab.sink.columns import ERROR, META, OP
 from sinklab.sink.config import SinkConfig, load_config
-from sinklab.sink.convert import (
+from sinklab.sink.cycle import Planner
+from sinklab.sink.records import (
+    ERROR,
+    META,
+    OP,
+    FramedDecoder,
     Preparation,
     RowColumns,
+    decoder,
+    id_sets,
     newest_changes,
     preparation,
+    read_ranges,
+    route,
     row_columns,
     to_rows,
     with_operation,
     with_payload,
 )
-from sinklab.sink.offsets import OffsetRange, Offsets, TopicPartition
-from sinklab.sink.plan import Planner
-from sinklab.sink.reader import read_ranges
-from sinklab.sink.registry import FramedDecoder
 from sinklab.sink.tables import SETTINGS_PREFIX, TableState, identifier, load_state, quote, row_ids
+from sinklab.sink.wire import OffsetRange, Offsets, TopicPartition
+from sinklab.sink.wire import offsets as off
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -109,7 +113,7 @@ class Reader:
         self._consumer: Consumer | None = None
         self._decoders: list[FramedDecoder] = []
         self._framed: tuple[FramedDecoder | None, FramedDecoder | None] = (None, None)
-        # What does not change between reads, built once as a sink's Stager keeps it (bench/README.md, "Fresh
+        # What does not change between reads, built once as a sink's Worker keeps it (bench/README.md, "Fresh
         # reads"): the preparation (without a registry, whose decoders learn) and the rows' columns for the
         # schema the pieces are converted into.
         self._preparation: Preparation | None = None
@@ -139,7 +143,7 @@ class Reader:
             if not cfg.dynamic_enabled and table not in cfg.tables:
                 raise ConfigError(None, f"sink {cfg.name} does not write table {table} (its tables: "
                                   f"{', '.join(cfg.tables) or 'none'})")
-            self._framed = (registry.decoder(cfg.value_registry, "value"), registry.decoder(cfg.key_registry, "key"))
+            self._framed = (decoder(cfg.value_registry, "value"), decoder(cfg.key_registry, "key"))
             self._decoders = [d for d in self._framed if d is not None]
             self._consumer = Consumer({**stack.kafka_config(), "logger": stack.client_logger(), "log_level": 4,
                                        "group.id": cfg.group_id, "enable.auto.commit": False,
@@ -245,7 +249,7 @@ class Reader:
 
         records = prepared()
         if self._decoders:  # writer schemas new to the decoders are learned, and the records prepared again
-            seen = records.select(*registry.id_sets(self._decoders)).first()
+            seen = records.select(*id_sets(self._decoders)).first()
             if seen is not None and any([d.learn(set(seen[f"{d.side}_ids"])) for d in self._decoders]):
                 records = prepared()
         records = with_payload(records)

@@ -33,7 +33,7 @@ from sinklab.generators.spec import (
     TimestampField,
     UuidField,
 )
-from sinklab.sink.registry import MAGIC, RegistryClient, subject
+from sinklab.sink.wire import MAGIC, RegistryClient, subject
 
 if TYPE_CHECKING:
     from sinklab.generators.record import Record

@@ -126,7 +126,7 @@ class Generator:
         records = self.records(count, timed=daily and self._has_time())
         if format in ("avro", "json-schema"):
             from sinklab.generators.avro import registry_records
-            from sinklab.sink.registry import RegistryClient
+            from sinklab.sink.wire import RegistryClient
 
             url = registry_url or stack.info.schema_registry_url
             if not url:

@@ -25,8 +25,8 @@ from sinklab.maintenance.retention import (
     stale_stages,
     unreachable,
 )
-from sinklab.sink.tables import identifier, quote
-from sinklab.sink.write import lost_sequence_race
+from sinklab.retry import retrying
+from sinklab.sink.tables import identifier, lost_sequence_race, quote
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -263,24 +263,20 @@ def _has_deletes(table: Table) -> bool:
 
 def _retrying(target: Target, report: Report, commit: Callable[[], Any]) -> Any:
     """Run a rewrite, planning it again when a concurrent commit (a sink's) made Iceberg refuse it."""
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        try:
-            return commit()
-        except Exception as exc:
-            if attempt == COMMIT_ATTEMPTS or not _lost_race(exc):
-                raise
-            log.warning("%s of %s lost a race with another commit (%s); planning again", report.operation,
-                        target.table, _first_line(exc))
-            report.counts["retries"] = attempt
-    raise AssertionError("unreachable")
+    def plan_again(exc: BaseException, attempt: int) -> None:
+        log.warning("%s of %s lost a race with another commit (%s); planning again", report.operation,
+                    target.table, _first_line(exc))
+        report.counts["retries"] = attempt
+
+    return retrying(commit, _lost_race, attempts=COMMIT_ATTEMPTS, before_again=plan_again)
 
 
-def _lost_race(exc: Exception) -> bool:
+def _lost_race(exc: BaseException) -> bool:
     text = str(exc)
     return lost_sequence_race(exc) or any(s in text for s in (
         "ValidationException", "CommitFailedException", "Cannot commit", "found new conflicting delete files",
         "Missing required files to delete"))
 
 
-def _first_line(exc: Exception) -> str:
+def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

@@ -8,8 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sinklab.exceptions import PolicyError
-from sinklab.sink import keys
-from sinklab.sink.keys import MAINTENANCE_KEYS
+from sinklab.sink.config import keys
 
 UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 DURATION_RE = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
@@ -42,7 +41,7 @@ class MaintenancePolicy(BaseModel):
 
 
 # Each key's type says how it is read: BOOLEAN true/false, STRING a duration, INT/LONG a count or size.
-KEYS = {k.name: k for k in MAINTENANCE_KEYS}
+KEYS = {k.name: k for k in keys.MAINTENANCE_KEYS}
 
 
 def parse_policy(conf: dict[str, Any]) -> MaintenancePolicy:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP
-from sinklab.sink.write import STAGE_PREFIX
+from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, STAGE_PREFIX
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata

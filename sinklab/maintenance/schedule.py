@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
-    from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.cycle import CycleResult
 
 # A file under this share of the target size counts as small (Iceberg's own bin-pack threshold).
 SMALL_SHARE = 0.75

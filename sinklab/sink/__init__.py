@@ -1,12 +1,12 @@
 """The sink: Kafka topics into Iceberg tables with central timed commits and exactly-once delivery.
 
-Where a record goes, one file a step: ``plan`` (which offset ranges a cycle reads) -> ``stage``
-(``reader`` reads them in Spark, ``convert`` and ``route`` make each table's rows, ``write`` turns
-them into data files and a snapshot no one sees yet) -> ``publish`` (each table by compare-and-swap)
--> ``channel`` (the Kafka transaction: ``control`` events and the group's offsets). ``coordinator``
-runs those steps in the exactly-once order, ``recovery`` is what a restart finds;
-docs/protocol.md tells the whole protocol. Records the sink may not write are dead letters (``dlq``: a
-topic, a table), which ``replay`` writes into their tables after a fix (docs/dead-letters.md).
+Its floors, bottom up: ``wire`` (what crosses Kafka: offsets, the control topic's events, framed
+formats), ``config`` (every key, declared once), ``records`` (Kafka's records to each table's rows, in
+Spark, and the dead letters), ``tables`` (what a table holds of the sink; a cycle's part written, not yet
+visible), ``apache`` (Apache's sink's commits read, its half-done one finished), ``cycle`` (what makes it
+exactly-once: plan -> worker -> publish -> channel, run by the coordinator; docs/protocol.md), then
+``sink`` (IcebergSink: cycle after cycle), ``replay`` (dead letters back into their tables) and
+``remote`` (a Spark Connect client's sink). docs/layout.md draws the whole house.
 """
 
 from sinklab.exceptions import (
@@ -20,10 +20,12 @@ from sinklab.exceptions import (
     TableMissing,
 )
 from sinklab.sink.config import SinkConfig, load_config
-from sinklab.sink.control import read_control_log
-from sinklab.sink.remote import RemoteSink, open_sink
+from sinklab.sink.cycle import CycleResult
+from sinklab.sink.remote import PATH as SESSIONS_PATH
+from sinklab.sink.remote import RemoteSink, error_json, open_sink, result_json
 from sinklab.sink.sink import IcebergSink, SinkStatus
+from sinklab.sink.wire import read_control_log
 
-__all__ = ["CommitTimeout", "ConfigError", "IcebergSink", "RecordError", "RemoteSink", "RemoteSinkError",
-           "ReplayError", "SinkConfig", "SinkError", "SinkFenced", "SinkStatus", "TableMissing", "load_config",
-           "open_sink", "read_control_log"]
+__all__ = ["SESSIONS_PATH", "CommitTimeout", "ConfigError", "CycleResult", "IcebergSink", "RecordError",
+           "RemoteSink", "RemoteSinkError", "ReplayError", "SinkConfig", "SinkError", "SinkFenced", "SinkStatus",
+           "TableMissing", "error_json", "load_config", "open_sink", "read_control_log", "result_json"]

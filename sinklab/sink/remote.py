@@ -36,12 +36,12 @@ from sinklab.exceptions import (
     StuckCall,
     TableMissing,
 )
-from sinklab.sink.config import SinkConfig, load_config
-from sinklab.sink.errors import text_of
+from sinklab.retry import text_of
+from sinklab.sink.config.sink_config import SinkConfig, load_config
 from sinklab.sink.sink import SinkStatus
 
 if TYPE_CHECKING:
-    from sinklab.sink.coordinator import CycleResult
+    from sinklab.sink.cycle.coordinator import CycleResult
     from sinklab.sink.replay import ReplayResult
     from sinklab.sink.sink import BetweenCycles, IcebergSink
     from sinklab.stack import Stack
@@ -66,8 +66,8 @@ def result_json(result: CycleResult | None) -> dict[str, Any] | None:
 
 
 def result_from_json(body: dict[str, Any] | None) -> CycleResult | None:
-    from sinklab.sink.coordinator import CycleResult
-    from sinklab.sink.write import Staged
+    from sinklab.sink.cycle.coordinator import CycleResult
+    from sinklab.sink.tables.write import Staged
 
     if body is None:
         return None

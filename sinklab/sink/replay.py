@@ -4,7 +4,7 @@ config, exactly once (docs/dead-letters.md, "Replay").
 1. claim    one UPDATE marks the sink's waiting dead letters (``--where``) with a new replay id R
 2. stage    the claimed records, re-converted and routed by the sink's own stage step; a record that
             failed for one table goes to that table only. For upsert/CDC, a change whose row a later
-            record of its partition changed again is superseded, not written (``Stager._unsuperseded``)
+            record of its partition changed again is superseded, not written (``Worker._unsuperseded``)
 3. publish  each table by compare-and-swap, its snapshot marked with R (``tables.REPLAY_PROP``)
 4. finish   one MERGE: the records that landed get ``replayed_at``; the others wait again, with the
             error they have now
@@ -28,24 +28,25 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from pyspark.sql import functions as F
 
 from sinklab.exceptions import ReplayError
-from sinklab.sink import control, keys
-from sinklab.sink.columns import ERROR
-from sinklab.sink.coordinator import crash_point, publish_table
-from sinklab.sink.dlq import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter, collect
-from sinklab.sink.errors import HISTORY_GONE, field_at_fault
-from sinklab.sink.offsets import OffsetRange
-from sinklab.sink.plan import Plan
-from sinklab.sink.reader import read_ranges
-from sinklab.sink.stage import Replay, Stager
-from sinklab.sink.tables import identifier, load_state, quote
+from sinklab.sink.config import keys
+from sinklab.sink.cycle.coordinator import crash_point, publish_table
+from sinklab.sink.cycle.plan import Plan
+from sinklab.sink.cycle.worker import Replay, Worker
+from sinklab.sink.records.columns import ERROR
+from sinklab.sink.records.dead_letters import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter, collect
+from sinklab.sink.records.kinds import HISTORY_GONE, field_at_fault
+from sinklab.sink.records.reader import read_ranges
+from sinklab.sink.tables.state import identifier, load_state, quote
+from sinklab.sink.wire import control
+from sinklab.sink.wire.offsets import OffsetRange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, SparkSession
 
-    from sinklab.sink.config import SinkConfig
-    from sinklab.sink.tables import TableState
-    from sinklab.sink.write import Staged
+    from sinklab.sink.config.sink_config import SinkConfig
+    from sinklab.sink.tables.state import TableState
+    from sinklab.sink.tables.write import Staged
 
 log = logging.getLogger("sinklab.sink")
 SOURCE = ["source_topic", "source_partition", "source_offset"]
@@ -138,7 +139,7 @@ class Replayer:
         config = c.model_copy(update={"errors_tolerance": "all"} if group == ANYWHERE else {
             "errors_tolerance": "all", "tables": [group], "route_field": None, "route_regex": {},
             "dynamic_enabled": False})
-        stager = Stager(config, self.spark, self.catalog, self.kafka_conf, settings=c)
+        worker = Worker(config, self.spark, self.catalog, self.kafka_conf, settings=c)
         raw = records.select(F.col("source_topic").alias("topic"), F.col("source_partition").alias("partition"),
                              F.col("source_offset").alias("offset"),
                              F.unix_millis("source_timestamp").alias("timestamp"), "key", "value", "headers")
@@ -155,22 +156,22 @@ class Replayer:
         configured = {name: load(name) for name in config.tables}
         # Its own commit id: a row-level write stages on a branch named by it, and a crashed attempt's is left to
         # the sink's next start to drop (recovery.drop_stale_stages); the marker is what makes it once.
-        cycle = stager.stage(plan, control.new_commit_id(), configured, load, replay=replay)
+        cycle = worker.stage(plan, control.new_commit_id(), configured, load, replay=replay)
         published: dict[str, Staged] = {}
         try:
             for name in [t for t, w in cycle.tables.items() if w.staged is not None]:
-                landed = publish_table(self.catalog, stager, cycle, name)
+                landed = publish_table(self.catalog, worker, cycle, name)
                 if landed is not None:
                     published[name] = landed
         finally:
-            stager.release(cycle, published)
+            worker.release(cycle, published)
         failed.extend((group, letter) for letter in cycle.letters)
         return published
 
     def _with_later_records(self, replay: Replay, ranges: list[OffsetRange], group: str,
                             failed: list[tuple[str, DeadLetter]]) -> Replay:
         """For a row-level table: the letters' partitions from the first letter on, read from Kafka, so that
-        a letter whose row changed again later is not replayed (``Stager._unsuperseded``). A letter whose
+        a letter whose row changed again later is not replayed (``Worker._unsuperseded``). A letter whose
         partition Kafka no longer holds from there cannot be told: it waits, saying so."""
         consumer = Consumer({**self.kafka_conf, "group.id": f"sinklab-replay-{uuid.uuid4().hex}",
                              "enable.auto.commit": False, "isolation.level": "read_committed"})
@@ -208,7 +209,8 @@ class Replayer:
         for group, x in failed:
             key = (*_source(x), group)
             ranks[key] = ranks.get(key, -1) + 1
-            outcomes.append((*key, ranks[key] > 0, x.table, x.stage, x.kind, x.reason, field_at_fault(x.reason)))
+            outcomes.append((*key, ranks[key] > 0, x.table, x.connect_stage, x.kind, x.reason,
+                             field_at_fault(x.reason)))
         outcome = self.spark.createDataFrame(outcomes, (
             "source_topic string, source_partition int, source_offset long, grp string, extra boolean, "
             "new_table string, new_stage string, new_class string, new_message string, new_field string"))

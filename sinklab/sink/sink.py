@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from confluent_kafka import KafkaException
 
 from sinklab.exceptions import ConfigError, CycleTooLarge
-from sinklab.sink import keys
-from sinklab.sink.config import SinkConfig, load_config
-from sinklab.sink.errors import jvm_gone, out_of_memory, text_of, transient
-from sinklab.sink.offsets import Lag, TopicPartition
-from sinklab.sink.pace import Cost, LagTarget, due
+from sinklab.retry import jvm_gone, out_of_memory, text_of, transient
+from sinklab.sink.config import keys
+from sinklab.sink.config.sink_config import SinkConfig, load_config
+from sinklab.sink.cycle.pace import Cost, LagTarget, due
+from sinklab.sink.wire.offsets import Lag, TopicPartition
 from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, driver_exit_status
 
 if TYPE_CHECKING:
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
-    from sinklab.sink.control import Chore
-    from sinklab.sink.coordinator import Coordinator, CycleResult
+    from sinklab.sink.cycle.coordinator import Coordinator, CycleResult
     from sinklab.sink.replay import ReplayResult
+    from sinklab.sink.wire.control import Chore
     from sinklab.stack import Stack
 
 log = logging.getLogger("sinklab.sink")
@@ -118,7 +118,7 @@ class IcebergSink:
     # ---- wiring
     def _connect(self) -> Coordinator:
         if self._coordinator is None:
-            from sinklab.sink.coordinator import Coordinator
+            from sinklab.sink.cycle.coordinator import Coordinator
 
             self._coordinator = Coordinator(self.config, self._session(), self.stack.catalog, self.stack.kafka_config())
         return self._coordinator

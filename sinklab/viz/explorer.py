@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from sinklab.sink import keys
+from sinklab.sink.config import keys
 from sinklab.viz import frames
 from sinklab.viz.figures import plot_tradeoff
 

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from sinklab.sink.errors import DEAD_LETTER_TABLE, DEAD_LETTERED, KEY_CONVERTER_FAILED
+from sinklab.sink.records import DEAD_LETTER_TABLE, DEAD_LETTERED, KEY_CONVERTER_FAILED
 
 TEMPLATE = "plotly_white"
 # A latency scatter of millions of records would make a notebook of hundreds of megabytes.

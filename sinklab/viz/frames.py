@@ -23,14 +23,29 @@ import numpy as np
 import pandas as pd
 from pyiceberg.manifest import FileFormat
 
-from sinklab.sink import iceberg_events as apache
-from sinklab.sink.apache_log import ApacheLog
-from sinklab.sink.control import CONTROL_TOPIC, ControlEvent, PayloadType, events_of, log_frame
-from sinklab.sink.dlq import KEY_STAGE, stage_of
-from sinklab.sink.errors import BAD_KINDS, DEAD_LETTER_TABLE, DEAD_LETTERED, KEY_CONVERTER_FAILED, NO_TABLE, UNDECODABLE
-from sinklab.sink.offsets import Offsets, from_property
+from sinklab.sink.apache import ApacheLog
+from sinklab.sink.records import (
+    BAD_KINDS,
+    DEAD_LETTER_TABLE,
+    DEAD_LETTERED,
+    KEY_CONNECT_STAGE,
+    KEY_CONVERTER_FAILED,
+    NO_TABLE,
+    UNDECODABLE,
+    connect_stage_of,
+)
 from sinklab.sink.tables import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, VTTS_PROP, identifier
-from sinklab.sink.topics import TopicReader
+from sinklab.sink.wire import (
+    CONTROL_TOPIC,
+    ControlEvent,
+    Offsets,
+    PayloadType,
+    TopicReader,
+    events_of,
+    from_property,
+    log_frame,
+)
+from sinklab.sink.wire import apache_events as apache
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -378,11 +393,11 @@ def dead_letter_stages(cycle_frame: pd.DataFrame) -> dict[str, int]:
         keyed = int(counters.get(KEY_CONVERTER_FAILED, 0))
         for kind in BAD_KINDS:
             if counters.get(kind):
-                stage = stage_of(kind)
+                stage = connect_stage_of(kind)
                 out[stage] = out.get(stage, 0) + int(counters[kind])
         if keyed:
-            out[stage_of(UNDECODABLE)] -= keyed  # a key fails to decode, nothing else
-            out[KEY_STAGE] = out.get(KEY_STAGE, 0) + keyed
+            out[connect_stage_of(UNDECODABLE)] -= keyed  # a key fails to decode, nothing else
+            out[KEY_CONNECT_STAGE] = out.get(KEY_CONNECT_STAGE, 0) + keyed
     return dict(sorted((stage, n) for stage, n in out.items() if n))
 
 

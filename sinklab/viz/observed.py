@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from sinklab.sink import keys
-from sinklab.sink.config import SinkConfig, load_config, read_connect_json
-from sinklab.sink.sink import SinkStatus
+from sinklab.sink import SinkStatus
+from sinklab.sink.config import SinkConfig, keys, load_config, read_connect_json
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
 from sinklab.viz import frames
 

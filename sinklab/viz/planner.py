@@ -28,8 +28,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from sinklab.exceptions import TargetUnreachable
-from sinklab.sink import keys
-from sinklab.sink.pace import fit
+from sinklab.sink.config import keys
+from sinklab.sink.cycle import fit
 
 if TYPE_CHECKING:
     from sinklab.generators import Generator

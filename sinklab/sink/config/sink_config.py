@@ -1,0 +1,516 @@
+"""The sink's configuration: the Kafka Connect JSON a user already has, validated and mapped."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field
+
+from sinklab.exceptions import ConfigError
+from sinklab.sink.config import keys
+from sinklab.sink.config.keys import Key
+from sinklab.sink.config.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
+from sinklab.sink.wire.avro import AVRO_CONVERTER
+from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
+from sinklab.sink.wire.registry import Format, RegistrySettings, strategy_name
+
+JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
+# Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
+REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
+STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
+VARIANT_FORMAT_VERSION = 3  # Iceberg's VARIANT type is a format v3 type
+
+
+TIME_TRANSFORMS = {"year": "years", "years": "years", "month": "months", "months": "months", "day": "days",
+                   "days": "days", "date": "days", "hour": "hours", "hours": "hours", "date_hour": "hours"}
+
+
+class PartitionField(BaseModel):
+    """One entry of ``partition-by``: identity, year/month/day/hour(col), bucket(N, col), truncate(W, col)."""
+
+    transform: str  # identity, years, months, days, hours, bucket, truncate
+    column: str
+    param: int | None = None
+
+    @property
+    def ddl(self) -> str:
+        col = ".".join(f"`{p}`" for p in self.column.split("."))
+        if self.transform == "identity":
+            return col
+        if self.param is not None:
+            return f"{self.transform}({self.param}, {col})"
+        return f"{self.transform}({col})"
+
+
+PARTITION_RE = re.compile(r"^\s*(\w+)\s*\(\s*([^),]+?)\s*(?:,\s*([^)]+?)\s*)?\)\s*$")
+
+
+def parse_partition(key: str, text: str) -> PartitionField:
+    text = text.strip()
+    match = PARTITION_RE.match(text)
+    if match is None:
+        if not re.fullmatch(r"[\w.]+", text):
+            raise ConfigError(key, f"cannot read partition field {text!r} (expected a column, day(col), "
+                              f"bucket(16, col), truncate(4, col), ...)")
+        return PartitionField(transform="identity", column=text)
+    name, first, second = match.group(1).lower(), match.group(2), match.group(3)
+    if name in TIME_TRANSFORMS or name == "identity":
+        if second is not None:
+            raise ConfigError(key, f"{name}() takes one column, got {text!r}")
+        return PartitionField(transform=TIME_TRANSFORMS.get(name, "identity"), column=first)
+    if name in ("bucket", "truncate"):
+        if second is None:
+            raise ConfigError(key, f"{name} needs a width and a column, e.g. {name}(16, id); got {text!r}")
+        # Both orders are in use (Spark DDL puts the width first, Java's config the column).
+        width, column = (first, second) if first.isdigit() else (second, first)
+        if not width.isdigit() or int(width) < 1:
+            raise ConfigError(key, f"{name} width must be a positive integer, got {text!r}")
+        return PartitionField(transform=name, column=column, param=int(width))
+    raise ConfigError(key, f"unknown partition transform {name!r} in {text!r} (use identity, year, month, day, "
+                      f"hour, bucket or truncate)")
+
+
+class SinkConfig(BaseModel):
+    """A sink's configuration, read from its Kafka Connect keys by ``from_connect``: the key of each field,
+    with its type, default and documentation, is declared in ``sinklab.sink.keys``."""
+
+    name: str
+    topics: list[str] = Field(default_factory=list)
+    topics_regex: str | None = None
+    tables: list[str] = Field(default_factory=list)
+    route_field: str | None = None
+    route_regex: dict[str, str] = Field(default_factory=dict)
+    dynamic_enabled: bool = False
+    auto_create: bool = False
+    default_partition_by: list[PartitionField] = Field(default_factory=list)
+    partition_by: dict[str, list[PartitionField]] = Field(default_factory=dict)
+    auto_create_props: dict[str, str] = Field(default_factory=dict)
+    # Fields landing as VARIANT columns (format v3) instead of inferred structs; the whole value as one.
+    variant_columns: list[str] = Field(default_factory=list)
+    variant_value: str | None = None
+    evolve_schema: bool = False
+    schema_force_optional: bool = False
+    schema_case_insensitive: bool = False
+    default_id_columns: list[str] = Field(default_factory=list)
+    id_columns: dict[str, list[str]] = Field(default_factory=dict)
+    upsert_mode: bool = False
+    cdc_field: str | None = None
+    default_commit_branch: str = keys.COMMIT_BRANCH_DEFAULT
+    commit_branch: dict[str, str] = Field(default_factory=dict)
+    control_topic: str = keys.CONTROL_TOPIC
+    commit_interval_ms: int = keys.COMMIT_INTERVAL_MS_DEFAULT
+    commit_timeout_ms: int = keys.COMMIT_TIMEOUT_MS_DEFAULT
+    catalog_name: str = keys.CATALOG_DEFAULT
+    catalog_properties: dict[str, str] = Field(default_factory=dict)
+    kafka_properties: dict[str, str] = Field(default_factory=dict)
+    group_id: str = ""
+    auto_offset_reset: Literal["earliest", "latest"] = keys.AUTO_OFFSET_RESET_DEFAULT
+    schemas_enable: bool = False
+    # value.converter / key.converter = AvroConverter or JsonSchemaConverter: the format and registry settings
+    # (the URL may come from the stack).
+    value_registry: RegistrySettings | None = None
+    key_registry: RegistrySettings | None = None
+    # key.converter=JsonConverter with schemas.enable: a key in the envelope names its row by its payload.
+    key_envelope: bool = False
+    errors_tolerance: Literal["none", "all"] = keys.ERRORS_TOLERANCE_DEFAULT
+    dlq_topic: str | None = None
+    dlq_table: str | None = None
+    dlq_context_headers: bool = False
+    errors_log: bool = False
+    max_records_per_cycle: int = keys.CYCLE_MAX_RECORDS_DEFAULT
+    max_tasks_per_cycle: int | None = None  # None: one per core
+    # What else starts a cycle before the interval (sinklab.sink.pace): records or bytes waiting, a latency target.
+    commit_max_records: int | None = None
+    commit_max_bytes: int | None = None
+    commit_target_lag_ms: int | None = None
+    # How long a running sink keeps trying cycles that fail on a service away for now (errors.transient)
+    # before it is FAILED; -1 forever, 0 never.
+    retry_timeout_ms: int = keys.RETRY_TIMEOUT_MS_DEFAULT
+    transforms: list[Transform] = Field(default_factory=list)
+    # sinklab.maintenance.* as given: run between cycles by the hook a sink is given (sinklab.maintenance.schedule).
+    maintenance_keys: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def table_create_props(self) -> dict[str, str]:
+        """Properties of a table auto-create makes (besides the row-level ones): the configured ones,
+        with format v3 when VARIANT columns need it."""
+        props = dict(self.auto_create_props)
+        if self.variant_columns or self.variant_value:
+            props.setdefault("format-version", str(VARIANT_FORMAT_VERSION))
+        return props
+
+    @property
+    def typed_values(self) -> bool:
+        """Whether each value brings its schema (Connect's envelope, or a writer schema in a registry)."""
+        return self.schemas_enable or self.value_registry is not None
+
+    def table_branch(self, table: str) -> str:
+        return self.commit_branch.get(table, self.default_commit_branch)
+
+    def table_partition_by(self, table: str) -> list[PartitionField]:
+        return self.partition_by.get(table, self.default_partition_by)
+
+    def partition_key(self, table: str) -> str:
+        if table in self.partition_by:
+            return keys.table_key(table, keys.PARTITION_BY)
+        return keys.TABLES_DEFAULT_PARTITION_BY
+
+    def table_id_columns(self, table: str) -> list[str]:
+        return self.id_columns.get(table, self.default_id_columns)
+
+    @property
+    def row_level(self) -> bool:
+        return self.upsert_mode or self.cdc_field is not None
+
+    def matches_topic(self, topic: str) -> bool:
+        if topic in self.topics:
+            return True
+        return bool(self.topics_regex and re.fullmatch(self.topics_regex, topic))
+
+    def reads_topic(self, topic: str) -> bool:
+        """Whether the sink reads ``topic``: never its own control or dead-letter topic; one it names; one its
+        regex matches unless it is a log of another kind (Apache's sink's control topic, Kafka's ``__`` topics)."""
+        if topic in (self.control_topic, self.dlq_topic):
+            return False
+        if topic in self.topics:
+            return True
+        return topic != keys.APACHE_CONTROL_TOPIC and not topic.startswith("__") and self.matches_topic(topic)
+
+    @property
+    def transactional_id(self) -> str:
+        # Stable per sink name: a newer instance's init_transactions fences an older one.
+        return f"sinklab-{self.name}"
+
+    def shareable(self) -> str:
+        """What a reader of the sink's tables may learn of it (``sinklab.fresh`` converts a table's Kafka tail
+        with it): this config as JSON without what may hold credentials or is the sink's own business
+        (the catalog's and Kafka's client settings, a registry's user info, maintenance, notes)."""
+        data = self.model_dump(mode="json", exclude=PRIVATE_FIELDS)
+        for side in ("value_registry", "key_registry"):
+            if data.get(side):
+                data[side]["user_info"] = None
+                url = urlsplit(data[side]["registry_url"] or "")
+                if url.username or url.password:  # user:password@host: the host alone
+                    data[side]["registry_url"] = urlunsplit(url._replace(netloc=url.hostname + (
+                        f":{url.port}" if url.port else "")))
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+PRIVATE_FIELDS = {"catalog_properties", "kafka_properties", "maintenance_keys", "notes"}
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(key, f"expected true or false, got {value!r}")
+
+
+def _int(key: str, value: Any, minimum: int = 0) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(key, f"expected an integer, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(key, f"must be at least {minimum}, got {number}")
+    return number
+
+
+def _list(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def _partition_list(key: str, value: Any) -> list[PartitionField]:
+    # "bucket(16, id), day(ts)": split on commas outside parentheses.
+    parts, depth, current = [], 0, ""
+    for ch in str(value):
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        current += ch
+    parts.append(current.strip())
+    return [parse_partition(key, p) for p in parts if p]
+
+
+def _regex(key: str, value: Any) -> str:
+    try:
+        re.compile(str(value))
+    except re.error as exc:
+        raise ConfigError(key, f"invalid regular expression {value!r} ({exc})") from None
+    return str(value)
+
+
+def _choice(decl: Key, key: str, value: Any) -> str:
+    if str(value) not in decl.choices:
+        raise ConfigError(key, f"expected {' or '.join(decl.choices)}, got {value!r}")
+    return str(value)
+
+
+Reader = Callable[[Key, str, Any], Any]
+# How a value of each type (or Key.parse) is read; a key with choices takes one of them.
+READERS: dict[str, Reader] = {
+    "BOOLEAN": lambda _, key, value: _bool(key, value),
+    "INT": lambda decl, key, value: _int(key, value, decl.minimum),
+    "LONG": lambda decl, key, value: _int(key, value, decl.minimum),
+    "LIST": lambda _, key, value: _list(value),
+    "STRING": lambda _, key, value: str(value),
+    "partitions": lambda _, key, value: _partition_list(key, value),
+    "regex": lambda _, key, value: _regex(key, value),
+    "optional": lambda _, key, value: str(value) or None,  # empty: none, as Connect's "" default
+    "column": lambda _, key, value: str(value).strip() or None,
+}
+
+
+def read_value(decl: Key, key: str, value: Any) -> Any:
+    """``value`` of ``key`` read as its declaration ``decl`` says; ConfigError naming the key if it cannot be."""
+    reader = _choice if decl.choices else READERS[decl.parse or decl.type]
+    return reader(decl, key, value)
+
+
+def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
+    """Kafka Connect's ``transforms`` chain, for the transforms sinklab implements."""
+    out: list[Transform] = []
+    for alias in _list(conf.get(keys.TRANSFORMS, "")):
+        prefix = f"{keys.TRANSFORMS}.{alias}."
+        cls = conf.get(f"{prefix}type")
+        if cls is None:
+            raise ConfigError(f"{prefix}type", f"transform {alias!r} has no type")
+        model = TRANSFORM_CLASSES.get(str(cls))
+        if model is None:
+            raise ConfigError(f"{prefix}type", f"sinklab cannot run transform {cls!r} (it runs "
+                              f"{', '.join(sorted({c.rsplit('.', 1)[-1] for c in TRANSFORM_CLASSES}))})")
+        props = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix) and k != f"{prefix}type"}
+        if model is KafkaMetadata:
+            external = props.pop("external_field", None)
+            pair = tuple(str(external).split(",", 1)) if external else None
+            if pair is not None and len(pair) != 2:
+                raise ConfigError(f"{prefix}external_field", f"expected 'name,value', got {external!r}")
+            out.append(KafkaMetadata(field_name=str(props.pop("field_name", "_kafka_metadata")),
+                                     nested=_bool(f"{prefix}nested", props.pop("nested", False)),
+                                     external_field=pair))  # type: ignore[arg-type]
+        elif model is Flatten:
+            out.append(Flatten(delimiter=str(props.pop("delimiter", "."))))
+        else:
+            out.append(Debezium(target_pattern=props.pop("cdc.target.pattern", None)))
+        notes.extend(f"{prefix}{k}: unknown transform setting ignored" for k in props)
+    if keys.FLATTEN_SEPARATOR in conf or _bool(keys.FLATTEN, conf.get(keys.FLATTEN, False)):
+        out.append(Flatten(delimiter=str(conf.get(keys.FLATTEN_SEPARATOR, keys.FLATTEN_SEPARATOR_DEFAULT))))
+    return out
+
+
+def load_config(source: str | Path | dict[str, Any], name: str | None = None) -> SinkConfig:
+    """Read a Kafka Connect sink configuration: ``{"name": ..., "config": {...}}`` or the flat map."""
+    name, conf = read_connect_json(source, name)
+    return from_connect(name, conf)
+
+
+def read_connect_json(source: str | Path | dict[str, Any], name: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The connector's name and its flat config map, from either Connect JSON shape (unvalidated)."""
+    if isinstance(source, dict):
+        raw = source
+        origin = "<dict>"
+    else:
+        path = config_path(source)
+        origin = str(path)
+        try:
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ConfigError(None, f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(None, f"{origin}: expected a JSON object")
+    if "config" in raw and isinstance(raw["config"], dict):
+        conf = dict(raw["config"])
+        name = name or raw.get("name") or conf.get("name")
+    else:
+        conf = dict(raw)
+        name = name or conf.get("name")
+    if not name and not isinstance(source, dict):
+        # The seed posts pizzas-on-ice.json to /connectors/pizzas-on-ice: the file names the connector.
+        name = Path(source).stem.replace("_", "-")
+    if not name:
+        raise ConfigError("name", "a sink needs a name (it keys the consumer group and the transactional id)")
+    return str(name), conf
+
+
+def packaged_configs() -> dict[str, Path]:
+    """The configs shipped in ``sinklab/configs`` (the seed's), by file name."""
+    folder = Path(__file__).resolve().parent.parent / "configs"
+    return {p.name: p for p in sorted(folder.glob("*.json"))}
+
+
+def config_path(source: str | Path) -> Path:
+    """The config file ``source`` names; a bare name that is not a file here is looked up among the
+    packaged configs, so ``--config pizzas-on-ice.json`` works from any directory."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    packaged = packaged_configs()
+    if path.name == str(source) and path.name in packaged:
+        return packaged[path.name]
+    if path.exists():
+        raise ConfigError(None, f"{path.resolve()}: not a file")
+    raise ConfigError(None, f"config file {path.resolve()} not found (a bare name is also looked up among sinklab's "
+                      f"packaged configs: {', '.join(packaged) or 'none'})")
+
+
+def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
+    """A sink's configuration from its Kafka Connect keys, each read as ``sinklab.sink.keys`` declares it;
+    notes say what was accepted and not used. Raises ConfigError naming the key."""
+    out: dict[str, Any] = {"name": name}
+    notes: list[str] = []
+    for key, value in conf.items():
+        if key.startswith(keys.MAINTENANCE_PREFIX):
+            continue  # kept as given for the maintenance policy (below), which reads them
+        decl = keys.lookup(key)
+        if decl is None:
+            notes.append(f"unknown key {key!r} ignored")
+        elif decl.ignored is not None:
+            notes.append(f"{key}: accepted, not used ({decl.ignored})")
+        elif decl.field is not None:
+            read = read_value(decl, key, value)
+            if decl.family:
+                out.setdefault(decl.field, {})[decl.entry(key)] = read
+            else:
+                out[decl.field] = read
+        # else: read with the keys it goes with (converters, transforms) or by Kafka Connect (name)
+    _converters(conf, out, notes)
+    out["transforms"] = _transforms(conf, notes)
+    out["maintenance_keys"] = {k: str(v) for k, v in conf.items() if k.startswith(keys.MAINTENANCE_PREFIX)}
+    out["group_id"] = out.get("group_id") or f"connect-{name}"
+    config = SinkConfig(**out, notes=notes)
+    _validate(config)
+    return config
+
+
+def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> None:
+    """The value's and the key's converter with their settings, read together: what a setting means
+    depends on the converter (a registry's, JsonConverter's envelope, none when read as text)."""
+    value_converter, key_converter = (str(conf[c]) if c in conf else None for c in (keys.VALUE_CONVERTER,
+                                                                                    keys.KEY_CONVERTER))
+    value_props, key_props = (_converter_settings(conf, side) for side in keys.SIDES)
+    readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
+    if value_converter is not None and value_converter not in readable:
+        raise ConfigError(keys.VALUE_CONVERTER, f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} "
+                          f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
+                          f"{JSON_SCHEMA_CONVERTER})")
+    framed = REGISTRY_CONVERTERS.get(value_converter or "")
+    out["value_registry"] = _registry("value", framed, value_props, notes) if framed else None
+    for prop in value_props if not framed else []:
+        notes.append(f"{keys.VALUE_CONVERTER}.{prop}: ignored ({keys.VALUE_CONVERTER} reads no schema registry)")
+    if key_converter in REGISTRY_CONVERTERS:
+        out["key_registry"] = key = _registry("key", REGISTRY_CONVERTERS[key_converter], key_props, notes)
+        if key.registry_url is None and out["value_registry"] is not None:  # one registry for both, as usual
+            key.registry_url, key.user_info = out["value_registry"].registry_url, out["value_registry"].user_info
+    else:
+        # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key;
+        # JsonConverter's keys carry the schema envelope unless told otherwise, as its values do.
+        if key_converter in JSON_CONVERTERS:
+            out["key_envelope"] = _bool(keys.KEY_SCHEMAS_ENABLE,
+                                        key_props.pop(keys.SCHEMAS_ENABLE, keys.SCHEMAS_ENABLE_DEFAULT))
+        elif key_converter is not None:
+            notes.append(f"{keys.KEY_CONVERTER}: {key_converter} accepted, not used (keys are read as text)")
+        for prop in key_props:
+            notes.append(f"{keys.KEY_CONVERTER}.{prop}: accepted, not used (keys are read as text)")
+    # Kafka Connect's JsonConverter expects the schema envelope unless told otherwise.
+    if out.get("schemas_enable") is None or framed:
+        out["schemas_enable"] = value_converter in JSON_CONVERTERS
+        if value_converter in JSON_CONVERTERS:
+            notes.append(f"{keys.VALUE_SCHEMAS_ENABLE} not set: JsonConverter's default (true) applies")
+
+
+def _converter_settings(conf: dict[str, Any], side: str) -> dict[str, str]:
+    """A converter's settings by name (``schema.registry.url``, ``subject.name.strategy``), as given;
+    ``value.converter.schemas.enable`` is a key of its own."""
+    prefix, strategy = f"{keys.CONVERTERS[side]}.", keys.SUBJECT_STRATEGIES[side]
+    return {keys.SUBJECT_STRATEGY if k == strategy else k.removeprefix(prefix): str(v) for k, v in conf.items()
+            if k == strategy or (k.startswith(prefix) and k != keys.VALUE_SCHEMAS_ENABLE)}
+
+
+def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]) -> RegistrySettings:
+    """A registry converter's settings for values or keys (``side``): ``schema.registry.url``,
+    ``basic.auth.*``, the subject strategy."""
+    settings = RegistrySettings(format=format)
+    source = "URL"
+    for prop, value in props.items():
+        key = keys.converter_key(side, prop)
+        if prop == keys.REGISTRY_URL:
+            if not value.startswith(("http://", "https://")):
+                raise ConfigError(key, f"expected an http(s) URL, got {value!r}")
+            # Confluent's clients take a comma-separated list; one registry answers for all of them.
+            settings.registry_url = value.split(",")[0].strip()
+        elif prop in (keys.CREDENTIALS_SOURCE, f"schema.registry.{keys.CREDENTIALS_SOURCE}"):
+            if value not in ("USER_INFO", "URL"):
+                raise ConfigError(key, f"expected USER_INFO or URL, got {value!r}")
+            source = value
+        elif prop in (keys.USER_INFO, f"schema.registry.{keys.USER_INFO}"):
+            if ":" not in value:
+                raise ConfigError(key, "expected user:password")
+            settings.user_info = value
+        elif prop in (keys.SUBJECT_STRATEGIES[side], keys.SUBJECT_STRATEGY):
+            settings.subject_strategy = strategy_name(key, value)
+        elif prop == keys.SCHEMAS_ENABLE:
+            notes.append(f"{key}: ignored (framed {side}s always carry their schema id)")
+        else:
+            notes.append(f"{key}: unknown converter setting, ignored")
+    if source == "USER_INFO" and settings.user_info is None:
+        raise ConfigError(keys.converter_key(side, keys.USER_INFO), f"{keys.CREDENTIALS_SOURCE}=USER_INFO needs it")
+    if source == "URL":
+        settings.user_info = None  # credentials, if any, are in the URL
+    return settings
+
+
+def _validate(config: SinkConfig) -> None:
+    """What no single key says: the keys that go together."""
+    if not config.topics and not config.topics_regex:
+        raise ConfigError(keys.TOPICS, f"set {keys.TOPICS} or {keys.TOPICS_REGEX}")
+    if config.topics and config.topics_regex:
+        raise ConfigError(keys.TOPICS_REGEX, f"set either {keys.TOPICS} or {keys.TOPICS_REGEX}, not both")
+    if not config.tables and not config.dynamic_enabled:
+        raise ConfigError(keys.TABLES, "name at least one destination table (or enable dynamic routing)")
+    for table in config.tables:
+        if len(table.split(".")) < 2:
+            raise ConfigError(keys.TABLES, f"{table!r} needs a namespace (namespace.table)")
+    if config.dynamic_enabled and not config.route_field:
+        raise ConfigError(keys.TABLES_ROUTE_FIELD, "dynamic routing needs a route field")
+    for table, regex in config.route_regex.items():
+        key = keys.table_key(table, keys.ROUTE_REGEX)
+        _regex(key, regex)
+        if not config.route_field:
+            raise ConfigError(key, f"needs {keys.TABLES_ROUTE_FIELD}")
+    if config.variant_columns or config.variant_value:
+        key = keys.VARIANT_VALUE if config.variant_value else keys.VARIANT_COLUMNS
+        version = config.auto_create_props.get("format-version", str(VARIANT_FORMAT_VERSION))
+        if not version.isdigit() or int(version) < VARIANT_FORMAT_VERSION:
+            raise ConfigError(key, f"VARIANT columns need Iceberg format version 3, but "
+                              f"{keys.TABLES_AUTO_CREATE_PROPS_PREFIX}format-version is {version}")
+        if config.variant_value and config.variant_columns:
+            raise ConfigError(keys.VARIANT_COLUMNS, "the whole value already lands in "
+                              f"{config.variant_value} ({keys.VARIANT_VALUE}); set one of the two")
+        if config.variant_value and config.row_level:
+            raise ConfigError(keys.VARIANT_VALUE, "upsert/CDC needs id columns, and a whole value as one VARIANT has "
+                              f"none; use {keys.VARIANT_COLUMNS} for the changing fields")
+    if config.errors_tolerance == "all" and not (config.dlq_topic or config.dlq_table):
+        # Kafka Connect would drop such records; sinklab loses nothing, so they need somewhere to go.
+        raise ConfigError(keys.ERRORS_DLQ_TOPIC, f"{keys.ERRORS_TOLERANCE}=all needs a dead-letter topic "
+                          f"({keys.ERRORS_DLQ_TOPIC}) or table ({keys.ERRORS_DLQ_TABLE})")
+    if config.dlq_table:
+        if config.errors_tolerance != "all":
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"a dead-letter table takes records only with "
+                              f"{keys.ERRORS_TOLERANCE}=all (it is {config.errors_tolerance})")
+        if "." not in config.dlq_table:
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"{config.dlq_table!r} needs a namespace (namespace.table)")
+        if config.dlq_table in config.tables:
+            raise ConfigError(keys.ERRORS_DLQ_TABLE, f"{config.dlq_table} is also a destination table "
+                              f"({keys.TABLES}): dead letters need a table of their own")

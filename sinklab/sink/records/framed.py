@@ -1,0 +1,120 @@
+"""Records framed by a schema registry, decoded in Spark: the driver learns each writer schema's id once
+(``wire.registry.RegistryClient``), and the tasks decode the bodies with the schemas learnt so far
+(``FramedDecoder.columns``); an id not yet known decodes to an ``undecodable`` error until ``learn``."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Literal
+
+from sinklab.exceptions import ConfigError
+from sinklab.sink.config import keys
+from sinklab.sink.config.sink_config import RegistrySettings
+from sinklab.sink.records.columns import KEY_SCHEMA_ID, SCHEMA_ID
+from sinklab.sink.records.kinds import UNDECODABLE
+from sinklab.sink.wire import avro, jsonschema
+from sinklab.sink.wire.registry import FORMAT_NAMES, MAGIC, SCHEMA_TYPES, Format, RegistryClient
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+
+class FramedDecoder:
+    """The driver's side of decoding one side of the records (values or keys) in one format: the
+    schemas of the ids seen so far, and the Spark columns that decode with them. Ids not yet known
+    decode to an error until ``learn`` fetches them."""
+
+    def __init__(self, client: RegistryClient, format: Format = "avro", strategy: str = "TopicNameStrategy",
+                 side: Literal["value", "key"] = "value"):
+        self.client = client
+        self.format = format
+        self.strategy = strategy
+        self.side = side
+        # id -> (schema text, and for values the Connect schema as JSON, for Avro keys their key_kind)
+        self.known: dict[int, tuple[str, str]] = {}
+        self.unusable: dict[int, str] = {}  # id -> why it cannot decode (another format; a value not a record)
+        self._primed: set[str] = set()
+
+    def prime(self, topics: set[str]) -> None:
+        """Learn the versions registered under each new topic's subject (TopicNameStrategy), so that a
+        sink's first cycle usually knows its ids before it reads: no cycle prepared twice to learn them."""
+        if self.strategy != "TopicNameStrategy":
+            return
+        for topic in sorted(topics - self._primed):
+            self.learn(set(self.client.subject_ids(f"{topic}-{self.side}")))
+            self._primed.add(topic)
+
+    def learn(self, ids: set[int]) -> bool:
+        """Fetch the schemas of ``ids`` not known yet; whether any was found (decodable, or why not)."""
+        found_any = False
+        for schema_id in sorted(i for i in ids if i not in self.known and i not in self.unusable):
+            found = self.client.registered(schema_id)
+            if found is None:
+                continue  # unregistered: its records stay bad; asked again when they come back
+            found_any = True
+            schema_type, text = found
+            if schema_type != SCHEMA_TYPES[self.format]:
+                self.unusable[schema_id] = f"is registered as {schema_type}, not {FORMAT_NAMES[self.format]}"
+                continue
+            try:
+                self.known[schema_id] = (text, self._describe(text))
+            except ValueError as exc:
+                self.unusable[schema_id] = f"cannot be read: {exc}"
+        return found_any
+
+    def _describe(self, text: str) -> str:
+        if self.side == "key":
+            return avro.key_kind(text) if self.format == "avro" else ""
+        to_connect = avro.avro_to_connect if self.format == "avro" else jsonschema.json_schema_to_connect
+        return json.dumps(to_connect(text))
+
+    def columns(self) -> tuple[Column, Column, Column, Column]:
+        """(text, Connect schema, error, schema id) of each record's value or key, for ``prepare``:
+        a value's text is its JSON object; a key's is JSON for records, else the plain value."""
+        from pyspark.sql import functions as F
+
+        side, name = self.side, FORMAT_NAMES[self.format]
+        raw = F.col(side)
+        framed = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == f"{MAGIC:02X}")
+        schema_id = F.when(framed, F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long"))
+        body = F.expr(f"substring(`{side}`, 6, 2147483647)")
+        known = schema_id.isin(list(self.known)) if self.known else F.lit(False)
+        connect = F.lit(None).cast("string")
+        if self.format == "avro":
+            text = F.lit(None).cast("string")
+            for sid, (schema, described) in self.known.items():
+                text = F.when(schema_id == sid, avro.decoded_text(body, schema, side, described)).otherwise(text)
+        else:
+            text = F.when(known, jsonschema.body_text(body, side))
+        if side == "value":
+            for sid, (_, described) in self.known.items():
+                connect = F.when(schema_id == sid, F.lit(described)).otherwise(connect)
+        error = F.when(raw.isNull(), F.lit(None).cast("string")).when(
+            ~framed, F.lit(f"{UNDECODABLE}: {side} is not {name} in Confluent's wire format (magic byte 0, "
+                           f"4-byte schema id, {name} body)"))
+        for sid, why in self.unusable.items():
+            error = error.when(schema_id == sid, F.lit(f"{UNDECODABLE}: {side} schema id {sid} {why}"))
+        error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: {side} schema id "), schema_id.cast("string"),
+                                            F.lit(f" is not in the schema registry at {self.client.url}"))).when(
+            text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as {name} with schema id "),
+                                    schema_id.cast("string")))
+        return text, connect, error, schema_id
+
+
+def decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:
+    """The decoder of a converter's registry settings (None: not a registry's converter)."""
+    if settings is None:
+        return None
+    if not settings.registry_url:
+        raise ConfigError(keys.converter_key(side, keys.REGISTRY_URL), "the converter needs the schema registry's URL "
+                          "(or a stack with one: `sinklab stack up --schema-registry`)")
+    return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
+                         settings.subject_strategy, side)
+
+
+def id_sets(decoders: list[FramedDecoder]) -> list[Column]:
+    """Per decoder, the writer-schema ids its records carry (``<side>_ids``): what ``learn`` is given."""
+    from pyspark.sql import functions as F
+
+    return [F.collect_set(SCHEMA_ID if d.side == "value" else KEY_SCHEMA_ID).alias(f"{d.side}_ids")
+            for d in decoders]
