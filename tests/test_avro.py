@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 from sinklab.generators import Generator
 from sinklab.generators.avro import frame, stage_schemas
 from sinklab.sink.config.sink_config import ConfigError, from_connect
-from sinklab.sink.tables.state import connect_to_spark
+from sinklab.sink.tables import connect_to_spark
 from sinklab.sink.wire.avro import avro_to_connect, key_kind
 from sinklab.sink.wire.registry import subject
 

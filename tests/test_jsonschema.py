@@ -12,7 +12,7 @@ from sinklab.generators import Generator
 from sinklab.generators.avro import stage_schemas
 from sinklab.generators.jsonschema import encode, json_schema_of
 from sinklab.sink.config.sink_config import from_connect
-from sinklab.sink.tables.state import connect_to_spark
+from sinklab.sink.tables import connect_to_spark
 from sinklab.sink.wire.avro import avro_to_connect
 from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER, json_schema_to_connect
 

@@ -29,9 +29,10 @@ from pyspark.sql import functions as F
 
 from sinklab.exceptions import ReplayError
 from sinklab.sink.config import keys
+from sinklab.sink.cycle.commit_state import Replay
 from sinklab.sink.cycle.coordinator import crash_point, publish_table
 from sinklab.sink.cycle.plan import Plan
-from sinklab.sink.cycle.worker import Replay, Worker
+from sinklab.sink.cycle.worker import Worker
 from sinklab.sink.records.columns import ERROR
 from sinklab.sink.records.dead_letters import REPLAY_ID, REPLAYED_AT, TABLE_SCHEMA, DeadLetter, collect
 from sinklab.sink.records.kinds import HISTORY_GONE, field_at_fault

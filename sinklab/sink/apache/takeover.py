@@ -31,7 +31,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from sinklab.exceptions import SinkError
-from sinklab.sink.tables.state import COMMIT_ID_PROP, MAX_ANCESTORS, OFFSETS_PROP, SINK_PROP, TableState, identifier
+from sinklab.sink.tables.state import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, TableState, ancestry, identifier
 from sinklab.sink.tables.write import Staged, stage_append
 from sinklab.sink.wire import apache_events
 from sinklab.sink.wire import offsets as off
@@ -95,18 +95,13 @@ def recorded_control(table: Table, branch: str, group: str) -> tuple[str | None,
     ``table`` for ``group``: the newest snapshot of the branch's ancestry that carries them, as Apache's
     ``lastCommittedOffsetsForTable`` looks."""
     ref = table.metadata.refs.get(branch)
-    snapshot_id, seen = (ref.snapshot_id if ref else None), 0
     suffix = f".{group}"
-    while snapshot_id is not None and seen < MAX_ANCESTORS:
-        snap = table.metadata.snapshot_by_id(snapshot_id)
-        if snap is None:
-            break
+    for snap in ancestry(table, ref.snapshot_id if ref else None):
         props = snap.summary.additional_properties if snap.summary else {}
         for key, value in props.items():
             if key.startswith(OFFSETS_PREFIX) and key.endswith(suffix):
                 topic = key[len(OFFSETS_PREFIX):-len(suffix)]
                 return topic, {int(p): int(o) for p, o in json.loads(value).items()}
-        snapshot_id, seen = snap.parent_snapshot_id, seen + 1
     return None, {}
 
 

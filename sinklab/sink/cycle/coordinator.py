@@ -1,9 +1,9 @@
 """The coordinator: one commit cycle in the exactly-once order (docs/protocol.md).
 
 1. plan     each source partition's range, from where the last complete cycle ended  (plan, recovery)
-2. stage    every table's rows as data files and a snapshot no one sees yet          (stage, write)
+2. stage    every table's rows as data files and a snapshot no one sees yet          (worker, write)
 3. fence    open the Kafka transaction; ``commit-start`` flushed: a zombie fails here (channel)
-4. publish  each table once, by compare-and-swap on its branch                       (publish)
+4. publish  each table once, by compare-and-swap on its branch; lost, staged again   (publish, land)
 5. complete the group's offsets and ``commit-complete`` in the transaction; commit    (channel)
 
 A crash at any step leaves what ``recovery`` resolves on the next start; a catalog answer lost in
@@ -24,17 +24,18 @@ from sinklab.exceptions import CommitContended, CommitTimeout
 from sinklab.sink.apache import takeover
 from sinklab.sink.config import keys
 from sinklab.sink.cycle.channel import Channel
+from sinklab.sink.cycle.commit_state import Cycle
 from sinklab.sink.cycle.plan import Plan, Planner
 from sinklab.sink.cycle.publish import publish
 from sinklab.sink.cycle.recovery import drop_stale_stages
-from sinklab.sink.cycle.worker import Cycle, Worker
+from sinklab.sink.cycle.worker import Worker
 from sinklab.sink.records.kinds import DEAD_LETTER_TABLE, DEAD_LETTERED
 from sinklab.sink.tables.state import TableState, load_state
 from sinklab.sink.wire import control
 from sinklab.sink.wire import offsets as off
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
@@ -48,7 +49,7 @@ log = logging.getLogger("sinklab.sink")
 CRASH_ENV = "SINKLAB_CRASH_AT"
 CRASH_POINTS = ("after-data-files", "between-table-commits", "after-table-commits", "inside-kafka-transaction")
 REPLAY_CRASH_POINTS = ("replay-after-claim", "replay-after-table-commits")  # sinklab.sink.replay's
-MAX_REPLANS = 5
+MAX_REPLANS = 5  # swaps lost in a row before a cycle gives up on a table (CommitContended)
 
 
 def crash_point(name: str) -> None:
@@ -67,7 +68,7 @@ class CycleResult:
     vtts_ms: int | None = None
     counters: dict[str, int] = field(default_factory=dict)
     duration_ms: int = 0
-    passes: int = 1  # over the records: 2 when the cycle had to look before writing (stage.Worker._two_passes)
+    passes: int = 1  # over the records: 2 when the cycle had to look before writing (Worker._two_passes)
 
 
 class Coordinator:
@@ -156,22 +157,14 @@ class Coordinator:
             self._unadvanced = inherited
 
     def _finish(self, inherited: takeover.Inherited, name: str, commit_id: str) -> Staged | None:
-        for _ in range(MAX_REPLANS):
-            state = self._load(name)
-            if not state.exists:
-                log.warning("table %s, named by Apache's sink's pending commit, does not exist: skipped", name)
-                return None
-            staged = inherited.stage(self.catalog, state, commit_id)
-            if staged is None:
-                return None
-            began = time.monotonic()
-            # Apache's files are never deleted here, even when the table moved: the next try lands them.
-            if publish(self.catalog, state, staged):
-                staged.commit_ms = int((time.monotonic() - began) * 1000)
-                return staged
-            log.warning("table %s moved while finishing Apache's sink's commit; looking again", name)
-        raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while finishing "
-                              f"Apache's sink's commit", sink=self.config.name, table=name)
+        state = self._load(name)
+        if not state.exists:
+            log.warning("table %s, named by Apache's sink's pending commit, does not exist: skipped", name)
+            return None
+        # Apache's files are never deleted here, even when the table moved: the next swap lands them.
+        return land(self.catalog, state, inherited.stage(self.catalog, state, commit_id), self.config.name,
+                    "finishing Apache's sink's commit", lambda fresh, lost: inherited.stage(self.catalog, fresh,
+                                                                                            commit_id))
 
     def _load(self, name: str) -> TableState:
         """The table as a cycle plans against it; the first time this instance meets it, recovered."""
@@ -200,26 +193,40 @@ class Coordinator:
 
 
 def publish_table(catalog: Catalog, worker: Worker, cycle: Cycle, name: str) -> Staged | None:
-    """Compare-and-swap; when the table moved, stage its rows again on its new state and try again.
-    None when the table now holds them all."""
-    write, sink = cycle.tables[name], worker.config.name
+    """The table's part of the cycle, landed by compare-and-swap; when the table moved, its rows are staged
+    again on it as it is now. None when the table now holds them all."""
+    write = cycle.tables[name]
+
+    def stage_again(fresh: TableState, lost: Staged) -> Staged | None:
+        worker.discard(lost)
+        return worker.restage(cycle, name, fresh)
+
+    return land(catalog, write.state, write.staged, worker.config.name, "committing", stage_again)
+
+
+def land(catalog: Catalog, state: TableState, staged: Staged | None, sink: str, what: str,
+         again: Callable[[TableState, Staged], Staged | None]) -> Staged | None:
+    """``staged`` published on ``state`` by compare-and-swap. When the swap is lost, the table is read
+    again and ``again(fresh, lost)`` stages its part anew on it (None: the table now holds it all), up to
+    ``MAX_REPLANS`` swaps; then ``CommitContended`` names the table and ``what`` was being committed."""
     for _ in range(MAX_REPLANS):
-        state, staged = write.state, write.staged
-        assert staged is not None
+        if staged is None:
+            return None
         began = time.monotonic()
         if publish(catalog, state, staged):
             staged.commit_ms = int((time.monotonic() - began) * 1000)
             return staged
-        worker.discard(staged)
-        fresh = load_state(catalog, name, state.branch, sink)
+        fresh = load_state(catalog, state.name, state.branch, sink)
         if fresh.offsets != state.offsets:
-            log.warning("table %s: another instance of sink %s committed since planning; re-planning", name, sink)
+            log.warning("table %s: another instance of sink %s committed since planning; re-planning", state.name,
+                        sink)
         elif fresh.snapshot_id != state.snapshot_id:  # else only a sequence number was taken (publish says so)
-            log.warning("table %s moved since planning (another writer); staging again on top of it", name)
-        if worker.restage(cycle, name, fresh) is None:
-            return None  # everything this cycle read is already in the table
-    raise CommitContended(f"table {name}: gave up after {MAX_REPLANS} concurrent changes while committing",
-                          sink=sink, table=name)
+            log.warning("table %s moved since planning (another writer); staging again on top of it", state.name)
+        state, staged = fresh, again(fresh, staged)
+    if staged is None:
+        return None
+    raise CommitContended(f"table {state.name}: gave up after {MAX_REPLANS} concurrent changes while {what}",
+                          sink=sink, table=state.name)
 
 
 def _now_ms() -> int:

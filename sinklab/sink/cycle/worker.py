@@ -1,6 +1,7 @@
-"""The stage step, a cycle's data side: read the plan's offset ranges, convert and route the records,
-and write each table's data files and a snapshot no one sees yet (``write``). Nothing here makes
-anything visible; the coordinator publishes what this stages.
+"""The worker, a cycle's data side: read the plan's offset ranges, convert and route the records, and
+stage each table's part: its data files and a snapshot no one sees yet (``tables.write``). Nothing here
+makes anything visible; the coordinator publishes what this stages. Bad records go to ``letters``,
+what the cycle reports of its records to ``counts``, what it carries to the commit to ``commit_state``.
 
 The records take one pass when nothing must be known of them before the write (``_one_pass``): one
 Spark job per table reads, converts and writes, and what the cycle reports of its records is
@@ -14,120 +15,58 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.exceptions import RecordError, TableMissing, TableUnfit
+from sinklab.exceptions import TableMissing, TableUnfit
 from sinklab.retry import retrying
 from sinklab.sink.config import keys
+from sinklab.sink.cycle.commit_state import Cycle, Pass, Replay, TableWrite
+from sinklab.sink.cycle.counts import Counts, vtts
+from sinklab.sink.cycle.letters import Letters
 from sinklab.sink.cycle.recovery import not_yet_recorded
 from sinklab.sink.records import dead_letters, framed, route
 from sinklab.sink.records.changes import with_operation
-from sinklab.sink.records.columns import ERROR, META, OP, ROUTE
+from sinklab.sink.records.columns import ERROR, META, OP
 from sinklab.sink.records.convert import RowColumns, row_columns, to_rows
-from sinklab.sink.records.kinds import KEY_CONVERTER_FAILED, NO_TABLE, SUPERSEDED
+from sinklab.sink.records.kinds import SUPERSEDED
 from sinklab.sink.records.observed import BadRows, Observed
 from sinklab.sink.records.prepare import Preparation, preparation, with_payload
 from sinklab.sink.records.reader import read_ranges
+from sinklab.sink.tables.create import auto_create
 from sinklab.sink.tables.evolve import evolve, new_field
 from sinklab.sink.tables.state import (
-    COMMIT_ID_PROP,
-    OFFSETS_PROP,
-    REPLAY_PROP,
     SETTINGS_PREFIX,
-    SINK_PROP,
-    VTTS_PROP,
     TableState,
-    all_optional,
-    create_table,
     ensure_properties,
     identifier,
-    infer_schema,
-    partition_schema,
     quote,
     replay_landed,
     row_ids,
-    with_variants,
 )
 from sinklab.sink.tables.write import (
     ROW_LEVEL_PROPS,
     Staged,
-    append_rows,
     lost_sequence_race,
     stage_name,
     write_append,
     write_changes,
 )
 from sinklab.sink.wire import offsets as off
-from sinklab.sink.wire.offsets import TopicPartition
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from sinklab.sink.config.sink_config import SinkConfig
     from sinklab.sink.cycle.plan import Plan
 
 log = logging.getLogger("sinklab.sink")
 MAX_RESTAGES = 5
-# How long a cycle waits for the metrics a write it ran observed (they come from Spark's listener
-# bus, usually within milliseconds); past it, the cycle assumes the worst (two passes, a bad-row lookup).
-OBSERVED_WAIT_S = 30.0
-
-
-@dataclass
-class TableWrite:
-    """One table's part of a cycle: the table as the write planned against it, its good rows (staged
-    again when a compare-and-swap finds the table moved), and what is staged (None: it holds them all)."""
-
-    state: TableState
-    rows: DataFrame | None  # None: the dead-letter table, whose rows are the cycle's letters
-    staged: Staged | None = None
-
-
-@dataclass
-class Replay:
-    """A replay of dead letters (``sinklab.sink.replay``): its marker, which a table it published to keeps,
-    and its records (``reader.RAW_DDL``). For row-level tables the records also hold the later records of
-    the letters' partitions, which tell whether a newer change of a letter's row exists; ``letters`` then
-    names the letters among them (topic, partition, offset)."""
-
-    marker: str
-    records: DataFrame
-    letters: DataFrame | None = None
-
-
-@dataclass
-class Cycle:
-    """What a cycle carries from the stage step to the commit."""
-
-    plan: Plan
-    commit_id: str
-    vtts_ms: int
-    counters: dict[str, int] = field(default_factory=dict)
-    tables: dict[str, TableWrite] = field(default_factory=dict)
-    letters: list[dead_letters.DeadLetter] = field(default_factory=list)
-    passes: int = 1
-    cached: DataFrame | None = None  # the prepared records, while the cycle's rows may be staged again
-    replay: Replay | None = None
-
-
-@dataclass
-class _Pass:
-    """What one pass learns on the way: the tables whose write ran (only they report what they observed)."""
-
-    cycle: Cycle
-    wrote: set[str] = field(default_factory=set)
-
-    def wait_s(self, table: str | None = None) -> float:
-        ran = table in self.wrote if table is not None else bool(self.wrote)
-        return OBSERVED_WAIT_S if ran else 0.0
 
 
 class Worker:
@@ -141,11 +80,12 @@ class Worker:
         self.kafka_conf = kafka_conf
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
         self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
-        self._metrics: tuple[tuple[TopicPartition, ...], list[Column]] | None = None  # the last cycle's
         self._shareable = (settings or config).shareable()
         self.framed = framed.decoder(config.value_registry, "value")
         self.framed_key = framed.decoder(config.key_registry, "key")
         self.decoders = [d for d in (self.framed, self.framed_key) if d is not None]
+        self.letters = Letters(config, spark)
+        self.counts = Counts(config, self.decoders)
 
     def stage(self, plan: Plan, commit_id: str, configured: dict[str, TableState],
               load: Callable[[str], TableState], replay: Replay | None = None) -> Cycle:
@@ -166,7 +106,7 @@ class Worker:
             if not (self._one_pass_fits(configured) and self._one_pass(cycle, raw, configured, load)):
                 self._two_passes(cycle, raw, configured, load)
             if cycle.letters and self.config.dlq_table and not cycle.replay:  # a replay's stay where they are
-                self._dead_letter_table(cycle, load)
+                self.letters.table(cycle, load)
         except BaseException:
             self.release(cycle)
             raise
@@ -177,8 +117,8 @@ class Worker:
         when it now holds them all."""
         table = cycle.tables[name]
         table.state, table.staged = state, None  # the caller discarded what was staged before
-        table.staged = (self._stage_letters(cycle, state) if table.rows is None
-                        else self._stage(_Pass(cycle), state, table.rows))
+        table.staged = (self.letters.stage(cycle, state) if table.rows is None
+                        else self._stage(Pass(cycle), state, table.rows))
         return table.staged
 
     def release(self, cycle: Cycle, published: Collection[str] = ()) -> None:
@@ -237,10 +177,10 @@ class Worker:
             checks = route.to_one_table(c) if c.route_field else fanned_out
         prepared = self._prepare(raw, cached=fanned_out, check_objects=checks)
         cycle.cached = prepared if fanned_out else None
-        stats = Observed(prepared, *self._stat_metrics(lagging))
+        stats = Observed(prepared, *self.counts.metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
-        one = _Pass(cycle)
+        one = Pass(cycle)
         checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
         for name, state in configured.items():
             if route.takes_nothing(self.config, name):
@@ -268,13 +208,13 @@ class Worker:
             return self._abandon(cycle)
         cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0),
                               bytes=int(seen["bytes"] or 0))
-        cycle.vtts_ms = _vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
+        cycle.vtts_ms = vtts(plan, {tp: seen[f"max_ts_{i}"] for i, tp in enumerate(lagging)})
         if seen["bad"]:
-            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None, seen["letters"])
+            self.letters.bad(cycle, records.where(F.col(ERROR).isNotNull()), None, seen["letters"])
         if self.config.route_field and seen["nowhere"]:
-            self._nowhere(cycle, good, list(configured), int(seen["nowhere"]))
+            self.letters.nowhere(cycle, good, list(configured), int(seen["nowhere"]))
         for name, (checked, _) in checks.items():
-            self._bad_rows(one, name, checked)
+            self.letters.bad_rows(one, name, checked)
         return True
 
     def _abandon(self, cycle: Cycle) -> bool:
@@ -290,31 +230,31 @@ class Worker:
         fields), then written: for auto-create, evolution, dynamic routing, row-level changes."""
         cycle.passes = 2
         prepared = cycle.cached = self._prepare(raw, cached=True)
-        stats = self._stats(prepared)
+        stats = self.counts.per_partition(prepared)
         if self._learn({d.side: {i for s in stats.values() for i in s[f"{d.side}_ids"]} for d in self.decoders}):
             # Writer schemas new to this sink: the records are prepared again, now decodable (or bad for
             # the reason the registry gives).
             prepared.unpersist()
             prepared = cycle.cached = self._prepare(raw, cached=True)
-            stats = self._stats(prepared)
+            stats = self.counts.per_partition(prepared)
         # Records read, not offsets planned: transaction markers and aborted records occupy offsets.
         cycle.counters.update(records=int(sum(s.n for s in stats.values())),
                               tombstones=int(sum(s.tombstones or 0 for s in stats.values())),
                               bytes=int(sum(s.bytes or 0 for s in stats.values())))
-        cycle.vtts_ms = _vtts(cycle.plan, {tp: s.max_ts for tp, s in stats.items()})
+        cycle.vtts_ms = vtts(cycle.plan, {tp: s.max_ts for tp, s in stats.items()})
         # Tombstones are skipped and counted, except that row-level tables delete the row they name.
         records = with_payload(prepared)
         records = records if self.config.row_level else records.where(F.col("value").isNotNull())
         if any(s.bad for s in stats.values()):  # counted by the job above: no job of its own when there are none
-            self._bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
+            self.letters.bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
         good = records.where(F.col(ERROR).isNull())
-        two = _Pass(cycle)
+        two = Pass(cycle)
         for name, state in self._destinations(cycle, good, configured, load).items():
             converted = self._rows(two, state, route.records_for(self.config, good, name), load)
             assert converted is not None  # only one pass stops short
             state, rows, checked, _ = converted
             cycle.tables[name] = TableWrite(state, rows, self._stage(two, state, rows))
-            self._bad_rows(two, name, checked)
+            self.letters.bad_rows(two, name, checked)
 
     # ---- records
     def _prepare(self, raw: DataFrame, cached: bool = False, check_objects: bool | Column = True) -> DataFrame:
@@ -332,75 +272,12 @@ class Worker:
         prepared = kept.apply(raw)
         return prepared.persist(StorageLevel.MEMORY_AND_DISK) if cached else prepared
 
-    def _stats(self, prepared: DataFrame) -> dict[TopicPartition, Row]:
-        """Per partition: records, newest timestamp, tombstones, bad records (and registry schema ids)."""
-        return {TopicPartition(r.topic, r.partition): r for r in prepared.groupBy("topic", "partition").agg(
-            F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("max_ts"),
-            F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-            F.count(F.col(ERROR)).alias("bad"), record_bytes().alias("bytes"),
-            *framed.id_sets(self.decoders)).collect()}
-
-    def _stat_metrics(self, lagging: list[TopicPartition]) -> list[Column]:
-        """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
-        writer schema ids, records no table takes, and the newest timestamp of each partition read
-        only in part (the others' is the planning time, see ``_vtts``)."""
-        if self._metrics is not None and self._metrics[0] == tuple(lagging):
-            return self._metrics[1]
-
-        def newest(tp: TopicPartition) -> Column:
-            return F.max(F.when((F.col("topic") == tp.topic) & (F.col("partition") == tp.partition),
-                                F.col("timestamp")))
-
-        metrics = [F.count(F.lit(1)).alias("n"), F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                   F.count(F.col(ERROR)).alias("bad"), dead_letters.observed(self.config.errors_tolerance),
-                   record_bytes().alias("bytes"), *framed.id_sets(self.decoders),
-                   *[newest(tp).alias(f"max_ts_{i}") for i, tp in enumerate(lagging)]]
-        if self.config.route_field:
-            good = F.col("value").isNotNull() & F.col(ERROR).isNull()
-            metrics.append(F.sum((good & route.nowhere(self.config)).cast("int")).alias("nowhere"))
-        self._metrics = (tuple(lagging), metrics)
-        return metrics
-
     def _learn(self, ids: dict[str, set[int]]) -> bool:
         """Whether the cycle met writer schemas (of values or keys, ``ids`` by side) new to this sink,
         now fetched."""
         return any([d.learn(ids[d.side]) for d in self.decoders])
 
-    # ---- bad records and records no table takes
-    def _bad(self, cycle: Cycle, bad: DataFrame, table: str | None, seen: list[Row] | Row | None = None) -> None:
-        """Records that cannot be written: stop (errors.tolerance=none) or dead-letter them (all).
-        ``seen``: what a write observed of them (``dead_letters.observed``); without it they are looked up.
-
-        Every bad record of the cycle's whole range is dead-lettered, even one a table already
-        recorded: its earlier dead letter went out in a transaction that never committed.
-        """
-        rows = dead_letters.observed_rows(seen) if seen is not None else []
-        if cycle.replay is not None and cycle.replay.letters is not None:
-            bad = bad.join(cycle.replay.letters, ["topic", "partition", "offset"], "left_semi")  # not the later ones
-            rows = []
-        if self.config.errors_tolerance == "none":
-            first = rows[0] if rows else bad.select(*META, ERROR).orderBy("topic", "partition", "offset").first()
-            if first is not None:
-                raise RecordError(first.topic, first.partition, first.offset, table, first[ERROR],
-                                  sink=self.config.name)
-            return
-        letters = dead_letters.letters(rows, table) if rows else dead_letters.collect(bad, table)
-        for letter in letters:
-            cycle.counters[letter.kind] = cycle.counters.get(letter.kind, 0) + 1
-            if letter.connect_stage == dead_letters.KEY_CONNECT_STAGE:
-                cycle.counters[KEY_CONVERTER_FAILED] = cycle.counters.get(KEY_CONVERTER_FAILED, 0) + 1
-            if self.config.errors_log:
-                dead_letters.log_letter(letter)
-        cycle.letters.extend(letters)
-
-    def _bad_rows(self, one: _Pass, name: str, converted: BadRows | None) -> None:
-        # The write observed the bad rows; only when it did not run is there a job to look for them.
-        if converted is None:
-            return
-        seen = converted.result(one.wait_s(name))
-        if seen is None or seen["bad"]:
-            self._bad(one.cycle, converted.bad(), name, None if seen is None else seen["letters"])
-
+    # ---- where records go
     def _destinations(self, cycle: Cycle, good: DataFrame, configured: dict[str, TableState],
                       load: Callable[[str], TableState]) -> dict[str, TableState]:
         """The tables this cycle writes; records no table takes are counted (and dead-lettered)."""
@@ -417,45 +294,11 @@ class Worker:
                 continue
             states[name] = state
         if nowhere:
-            self._nowhere(cycle, good, list(states), nowhere)
+            self.letters.nowhere(cycle, good, list(states), nowhere)
         return states
 
-    def _nowhere(self, cycle: Cycle, good: DataFrame, tables: list[str], count: int) -> None:
-        """Records no table takes: dead letters (errors.tolerance=all), else counted and skipped."""
-        if self.config.errors_tolerance == "all":
-            reason = F.concat(F.lit(f"{NO_TABLE}: {self.config.route_field}="), F.coalesce(F.col(ROUTE), F.lit("null")),
-                              F.lit(" names no table"))
-            self._bad(cycle, route.unrouted(self.config, good, tables).withColumn(ERROR, reason), None)
-        else:
-            cycle.counters[NO_TABLE] = count
-            log.info("sink %s: %d records routed to no table were skipped", self.config.name, count)
-
-    def _dead_letter_table(self, cycle: Cycle, load: Callable[[str], TableState]) -> None:
-        """The cycle's dead letters, staged to the dead-letter table like any table's rows: published in
-        the cycle's commit, and filtered by the offsets the table recorded when a cycle is read again."""
-        name = self.config.dlq_table
-        assert name is not None
-        state = load(name)
-        if not state.exists:
-            create_table(self.spark, self.config.catalog_name, name, dead_letters.TABLE_SCHEMA, [],
-                         dead_letters.TABLE_PROPERTIES)
-            log.info("created dead-letter table %s", name)
-            state = load(name)
-        cycle.tables[name] = TableWrite(state, None, self._stage_letters(cycle, state))
-
-    def _stage_letters(self, cycle: Cycle, state: TableState) -> Staged | None:
-        """The letters the dead-letter table has not recorded yet (as ``recovery.not_yet_recorded`` keeps a
-        table's rows), appended from the driver, which holds them; None when it has them all."""
-        assert state.table is not None
-        letters = [x for x in cycle.letters if x.offset >= off.get(state.offsets, TopicPartition(x.topic, x.partition))]
-        if not letters:
-            return None
-        rows = dead_letters.arrow_rows(letters, self.config.name, cycle.commit_id,
-                                       schema_to_pyarrow(state.table.schema()))
-        return append_rows(state, rows, self._properties(cycle, state))
-
     # ---- a table's rows and its write
-    def _rows(self, one: _Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
+    def _rows(self, one: Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
               one_pass: bool = False) -> tuple[TableState, DataFrame, BadRows | None, Observed | None] | None:
         """The table's good rows from its records: created, evolved and converted. Bad rows of a
         row-level table are handled here; an append's are counted by its write (``BadRows``).
@@ -468,7 +311,7 @@ class Worker:
             if not c.auto_create:
                 raise TableMissing(f"table {state.name} does not exist and {keys.TABLES_AUTO_CREATE_ENABLED} is "
                                    f"false (sink {c.name})", sink=c.name, table=state.name)
-            self._create(state.name, records)
+            auto_create(self.spark, c, state.name, records)
             state = load(state.name)
             if not state.exists:
                 raise TableMissing(f"table {state.name} was not found after creating it", sink=c.name,
@@ -511,7 +354,7 @@ class Worker:
             rows = with_operation(rows, ids, c.cdc_field)
             if one.cycle.replay is not None and one.cycle.replay.letters is not None:
                 rows = self._unsuperseded(one.cycle.replay.letters, rows, ids)
-            self._bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
+            self.letters.bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
             checked = BadRows(rows, dead_letters.observed(c.errors_tolerance))
             rows = checked.df
@@ -533,7 +376,7 @@ class Worker:
         return mine.join(newer, where, "left").withColumn(ERROR, F.when(
             F.col(ERROR).isNull() & F.col(later).isNotNull(), superseded).otherwise(F.col(ERROR))).drop(later)
 
-    def _stage(self, one: _Pass, state: TableState, rows: DataFrame) -> Staged | None:
+    def _stage(self, one: Pass, state: TableState, rows: DataFrame) -> Staged | None:
         """The rows the table does not hold yet (``recovery.not_yet_recorded``), written as data files and
         an unpublished snapshot carrying the cycle's ``sinklab.*`` properties; None when it holds them all."""
         cycle = one.cycle
@@ -545,7 +388,7 @@ class Worker:
         if fresh is None:
             return None
         one.wrote.add(state.name)
-        properties = self._properties(cycle, state)
+        properties = cycle.properties(self.config.name, state)
         columns = [c for c in rows.columns if c not in (*META, OP)]
         stage = stage_name(self.config.name, cycle.commit_id)
 
@@ -570,45 +413,4 @@ class Worker:
             return None
         return staged
 
-    def _properties(self, cycle: Cycle, state: TableState) -> dict[str, str]:
-        """The ``sinklab.*`` properties of the cycle's snapshot of a table."""
-        return {
-            SINK_PROP: self.config.name,
-            COMMIT_ID_PROP: cycle.commit_id,
-            OFFSETS_PROP: off.to_property(off.merge_max(state.offsets, cycle.plan.ends)),
-            # A replay's records are old: it moves no valid-through timestamp.
-            **({REPLAY_PROP: cycle.replay.marker} if cycle.replay else {VTTS_PROP: str(cycle.vtts_ms)}),
-        }
 
-    def _create(self, name: str, records: DataFrame) -> None:
-        c = self.config
-        # A whole value as one VARIANT needs no inference: that job's answer would be thrown away.
-        inferred = T.StructType([]) if c.variant_value else infer_schema(self.spark, records, c.typed_values)
-        schema = with_variants(inferred, c.variant_columns, c.variant_value)
-        if not schema.fields:
-            raise TableMissing(f"table {name}: cannot create it from records with no fields", sink=c.name, table=name)
-        if c.schema_force_optional:
-            schema = all_optional(schema)
-        partition_by = c.table_partition_by(name)
-        schema = partition_schema(records, schema, partition_by, c.partition_key(name))
-        ids = c.table_id_columns(name) if c.row_level else []
-        props = {**(ROW_LEVEL_PROPS if c.row_level else {}), **c.table_create_props}
-        create_table(self.spark, c.catalog_name, name, schema, partition_by, props, ids)
-        log.info("created table %s with columns %s", name, ", ".join(schema.fieldNames()))
-
-
-def _vtts(plan: Plan, newest: dict[TopicPartition, int | None]) -> int:
-    """The cycle's valid-through timestamp, from the newest record timestamp read of each partition."""
-    # Caught-up partitions hold everything produced before planning; others up to what was read.
-    marks = []
-    for tp, _ in off.entries(plan.ends):
-        if plan.caught_up(tp):
-            marks.append(plan.planned_at_ms)
-        elif newest.get(tp) is not None:
-            marks.append(int(newest[tp]))  # type: ignore[arg-type]
-    return min(marks) if marks else plan.planned_at_ms
-
-
-def record_bytes() -> Column:
-    """The records' size as the sink reads them from Kafka (keys and values): what sinklab.commit.max-bytes counts."""
-    return F.sum(F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0)))

@@ -3,6 +3,7 @@ snapshot properties, auto-create), how its schema grows (``evolve``), and its pa
 data files and a snapshot no one sees yet (``write``: a staged append, or row-level changes on a
 ``sinklab-stage-`` branch)."""
 
+from sinklab.sink.tables.create import connect_to_spark
 from sinklab.sink.tables.state import (
     COMMIT_ID_PROP,
     OFFSETS_PROP,
@@ -10,7 +11,6 @@ from sinklab.sink.tables.state import (
     SINK_PROP,
     VTTS_PROP,
     TableState,
-    connect_to_spark,
     identifier,
     load_state,
     quote,

@@ -15,7 +15,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.sink.tables.state import all_optional, ddl, infer_schema, quote, widen, with_variants
+from sinklab.sink.tables.create import all_optional, ddl, infer_schema, widen, with_variants
+from sinklab.sink.tables.state import quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
