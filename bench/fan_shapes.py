@@ -1,8 +1,9 @@
 """Shapes of a fan-out cycle's Spark work against one table's, on one warm JVM (#41, item 4).
 
-Pizzas routed on ``sauce`` to three tables of one schema (``bench/warm_cycles.py``'s fan-out), each
-table's rows computed and handed to Spark's ``noop`` sink (every row computed, nothing written), so
-the figures are the read, the conversion and the cache, not Parquet or Iceberg:
+Pizzas routed on ``sauce`` to three tables of one schema (``bench/warm_cycles.py``'s fan-out,
+``harness.shape_config``), each table's rows computed and handed to Spark's ``noop`` sink (every row
+computed, nothing written), so the figures are the read, the conversion and the cache, not Parquet or
+Iceberg:
 
 - ``cached_prepared``: what the sink does: the prepared records (JSON text, route) cached, then each
   table parses its own records into its columns;
@@ -27,10 +28,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
+from harness import shape_config
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from warm_cycles import config as fan_config
 
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, load_config
@@ -50,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, Stack.embedded(Path(tmp) / "stack") as stack:
         topic = "fan"
         stack.create_topic(topic, partitions=PARTITIONS)
-        settings = fan_config("fan", topic)
+        settings = shape_config("fan", topic)
         config = load_config({"name": settings.pop("name"), "config": settings})
         PizzaGenerator(seed=1).produce(stack, topic, count=5000, partitions=PARTITIONS, create_topics=False).wait()
         sink = IcebergSink(stack, config)

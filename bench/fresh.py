@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import paced_producer  # bench/paced_producer.py
-from ingest import completed_cycles, pizza_payloads, record_visibility, sink_config, topic_timestamps, wait_committed
+from harness import completed_cycles, pizza_payloads, record_visibility, sink_config, topic_timestamps, wait_committed
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 

@@ -1,6 +1,8 @@
 """The peer of bench/ingest.py: Apache Iceberg's own Kafka Connect sink (its worker is
 ``sinklab.stack.apache_sink``), measured. One warm worker drains a warm-up topic first and the measured
-backlog next, as sinklab's drains run on a warm Spark.
+backlog next, as sinklab's drains run on a warm Spark (``drain_backlog``); ``latency`` is the latency run
+of ``harness.latency`` with this sink in the background; ``bench/sustained.py`` runs it under the
+sustained-rate contract.
 
 What a commit made visible is read back from the table: the Java sink records the offsets of its
 control topic in a snapshot, not those of the source topic, so a record is found by its key column
@@ -9,14 +11,17 @@ control topic in a snapshot, not those of the source topic, so a record is found
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.parquet as pq
+from harness import NAMESPACE, LatencyResult, create_empty_table, key_timestamps
 
 from sinklab.exceptions import ApacheSinkError as JavaSinkError
+from sinklab.generators import PizzaGenerator
 from sinklab.sink.tables import identifier
 from sinklab.stack import apache_sink
 from sinklab.stack.apache_sink import ConnectWorker, require_jars, scratch_dir
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
     from sinklab.stack import Stack
 
 __all__ = ["ConnectWorker", "JavaSinkError", "connector_config", "require_jars", "scratch_dir"]
+
+# Its tables, with sinklab's columns: warm-up, the backlog, and the latency run.
+JAVA_WARM, JAVA, JAVA_LATENCY = f"{NAMESPACE}.java_warm", f"{NAMESPACE}.java_pizzas", f"{NAMESPACE}.java_latency"
 
 
 def connector_config(stack: Stack, name: str, topic: str, table: str, interval_ms: int,
@@ -144,3 +152,35 @@ def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") ->
     if missing:
         raise JavaSinkError(f"{missing:,} of {len(stamps):,} records are in no commit of {table.name()}")
     return (visible - produced) / 1000, done
+
+
+# ---- the runs bench/ingest.py makes
+
+def drain_backlog(stack: Stack, worker: ConnectWorker, warm: int, records: int, interval_ms: int) -> JavaDrain:
+    """The Java sink on a warm JVM, as sinklab's drains run: ``warm`` records of the warm-up topic
+    first, then the backlog, each by a connector of its own on one worker."""
+    create_empty_table(stack, JAVA_WARM)
+    create_empty_table(stack, JAVA)
+    drain(stack, worker, "bench-java-warm", "bench-warm", JAVA_WARM, interval_ms, warm)
+    return drain(stack, worker, "bench-java", "bench-backlog", JAVA, interval_ms, records)
+
+
+def latency(stack: Stack, topic: str, interval_ms: int, rate: float, seconds: float, partitions: int) -> LatencyResult:
+    """The latency run of sinklab's (``harness.latency``), with the Java sink in the background."""
+    count = int(rate * seconds)
+    stack.create_topic(topic, partitions=partitions)
+    create_empty_table(stack, JAVA_LATENCY)
+    name = f"{topic}-sink"
+    with ConnectWorker(stack, scratch_dir(stack)) as worker:
+        worker.add(connector_config(stack, name, topic, JAVA_LATENCY, interval_ms))
+        worker.wait_assigned(name, topic)  # the JVM's start and the group's join are no part of it
+        PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
+        wait_for_records(stack, worker, name, JAVA_LATENCY, count, timeout=interval_ms / 1000 + 120)
+        worker.remove(name)
+    table = stack.catalog.load_table(identifier(JAVA_LATENCY))
+    lat, commits = visibility(table, key_timestamps(stack, topic))
+    # The snapshot's own timestamp: the Java sink publishes the snapshot it makes, so both are one.
+    return LatencyResult(
+        interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
+        float(np.percentile(lat, 99)), len(commits), statistics.mean(len(c.files) for c in commits),
+        statistics.mean(c.records for c in commits))

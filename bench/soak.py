@@ -3,9 +3,9 @@
     .venv/bin/python bench/soak.py [--minutes 20] [--rate 5000] [--window-s 120]
 
 On a stack of three Kafka brokers and an S3 warehouse, with the REST catalog and the S3 server behind
-the suite's fault injector (tests/faults.py), a steady stream of pizza events (``--rate`` per second,
-idempotent, acks=all) fans out through one sink process into three tables (static routing on the
-sauce) with maintenance scheduled (compaction every 10 commits, snapshots expired after 5 minutes).
+the suite's fault injector (``sinklab.stack.faults``), a steady stream of pizza events (``--rate`` per
+second, idempotent, acks=all) fans out through one sink process into three tables (static routing on
+the sauce) with maintenance scheduled (compaction every 10 commits, snapshots expired after 5 minutes).
 The first window runs without a fault; each later one begins with a fault of the matrix
 (tests/test_faults.py), in turn. At the end the stream stops, the sink drains it and stops; then it
 prints, per window: the fault, p50/p99 visibility latency of the records produced in it (Kafka
@@ -32,14 +32,12 @@ from typing import Any
 
 import numpy as np
 from confluent_kafka import Producer
+from harness import RssSampler, completed_cycles, record_visibility
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from faults import FaultProxy, injected, kill, leader, publishes, writes  # noqa: E402 - the suite's injector
-from ingest import RssSampler, completed_cycles, record_visibility  # noqa: E402 - bench/ingest.py
-
-from sinklab.generators import PizzaGenerator  # noqa: E402
-from sinklab.stack import Stack  # noqa: E402
-from sinklab.stack.process import stop_pid  # noqa: E402
+from sinklab.generators import PizzaGenerator
+from sinklab.stack import Stack
+from sinklab.stack.faults import FaultProxy, injected, kill, leader, publishes, writes
+from sinklab.stack.process import stop_pid
 
 NAME = "soak"
 TOPIC = "soak"

@@ -25,22 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import shape_config
+
 from sinklab.generators import PizzaGenerator, produce_json
 from sinklab.sink import IcebergSink
 from sinklab.stack import Stack
 
 RECORDS = 150_000
-
-
-def config(shape: str, topic: str) -> dict[str, Any]:
-    tables = [f"bench.{shape}_{s}" for s in ("a", "b", "c")] if shape == "fan" else [f"bench.{shape}"]
-    out = {"name": f"s-{shape}", "topics": topic, "iceberg.tables": ",".join(tables), "iceberg.catalog": "sinklab",
-           "iceberg.tables.auto-create-enabled": "true", "value.converter.schemas.enable": "false"}
-    if shape == "fan":
-        out |= {"iceberg.tables.route-field": "sauce", f"iceberg.table.{tables[0]}.route-regex": "regular",
-                f"iceberg.table.{tables[1]}.route-regex": "alfredo",
-                f"iceberg.table.{tables[2]}.route-regex": "(?!regular|alfredo).*"}
-    return out
 
 
 def one_record_cycles(stack: Stack, sink: IcebergSink, topic: str, count: int, skip: int) -> list[float]:
@@ -64,7 +55,7 @@ def main() -> None:
         for shape in shapes:
             topic = f"t-{shape}"
             stack.create_topic(topic, partitions=6)
-            sink = IcebergSink(stack, config(shape, topic))
+            sink = IcebergSink(stack, shape_config(shape, topic))
             generator = PizzaGenerator(seed=3)
             try:
                 drains = []

@@ -24,6 +24,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
+from sinklab import readings as frames
 from sinklab.connect.report import sink_reports
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
@@ -35,7 +36,7 @@ from sinklab.sink.wire import control
 from sinklab.sink.wire.topics import TopicReader
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC, ConnectWorker, connector_config, scratch_dir
-from sinklab.viz import Dashboard, Observed, frames
+from sinklab.viz import Dashboard, Observed
 
 pytestmark = pytest.mark.spark
 

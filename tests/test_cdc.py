@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from helpers import once, produce_raw, run_cli, sink_config
 
+from sinklab import readings as frames
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink
 from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.stack import Stack
-from sinklab.viz import frames
 
 pytestmark = pytest.mark.spark
 

@@ -8,11 +8,11 @@ import json
 import pytest
 from helpers import once, sink_config
 
+from sinklab import readings as frames
 from sinklab.exceptions import ConfigError
 from sinklab.generators import produce_json
 from sinklab.sink.config.sink_config import load_config
 from sinklab.stack import Stack
-from sinklab.viz import frames
 
 pytestmark = pytest.mark.spark
 

@@ -1,45 +1,47 @@
-"""Stack: where the broker, the catalog and Spark are, and who started them."""
+"""Stack: where the broker, the catalog and Spark are, and who started them.
+
+The running stack's API. Making an embedded one is ``embedded.py``'s job (``Stack.embedded`` calls it),
+its Spark session ``stack_spark.py``'s (a base of ``Stack``), stopping a recorded stack ``stopping.py``'s.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sinklab.exceptions import ComposeNotRunning, ProcessError
 from sinklab.stack import jvm_archive
-from sinklab.stack.broker import EmbeddedBroker, cluster
+from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
-from sinklab.stack.connect import STOP_GRACE_S, EmbeddedConnect
-from sinklab.stack.info import DEFAULT_CATALOG_NAME, STACK_FILE, STORAGES, StackInfo
-from sinklab.stack.process import free_port, pid_alive, port_free, stop_leader_first, stop_pid, unwind_on_sigterm
-from sinklab.stack.registry import EmbeddedRegistry, answers
-from sinklab.stack.s3 import EmbeddedS3, require_moto
-from sinklab.stack.spark import (
-    S3_FILE_IO,
-    SparkSettings,
-    build_spark,
-    catalog_conf,
-    connect_session,
-    is_s3_location,
-    stop_spark,
+from sinklab.stack.connect import EmbeddedConnect
+from sinklab.stack.embedded import (
+    check_arguments,
+    describe,
+    make_processes,
+    make_workdir,
+    resumed,
+    start_in_order,
 )
+from sinklab.stack.info import DEFAULT_CATALOG_NAME, STACK_FILE, StackInfo
+from sinklab.stack.process import pid_alive, unwind_on_sigterm
+from sinklab.stack.registry import EmbeddedRegistry, answers
+from sinklab.stack.s3 import EmbeddedS3
+from sinklab.stack.spark import SparkSettings
+from sinklab.stack.stack_spark import StackSpark
+from sinklab.stack.stopping import together
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient, PartitionMetadata
     from pyiceberg.catalog.rest import RestCatalog
     from pyspark.sql import SparkSession
 
-log = logging.getLogger(__name__)
 
 
-class Stack:
+class Stack(StackSpark):
     """A broker, an Iceberg REST catalog and a Spark session factory.
 
     ``Stack.embedded()`` starts and owns the servers; ``Stack.external()`` connects to servers
@@ -106,116 +108,15 @@ class Stack:
         (``info.spark_connect_url``): ``stack.spark`` is then a Spark Connect client of it, which starts
         in seconds and has settings of its own; sinks run there, started through the REST API.
         """
-        if spark == "connect" and not connect:
-            raise ValueError("spark='connect' serves Spark Connect from the Connect server's driver: keep connect=True")
-        if storage not in STORAGES:
-            raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
-        if storage == "s3":
-            require_moto()  # before anything is created that would need cleaning up
-        nodes = brokers if brokers is not None else resume.brokers if resume is not None else 1
-        if nodes not in (1, 3):
-            raise ValueError(f"brokers must be 1 or 3, not {nodes}")
-        if resume is not None and resume.brokers != nodes:
-            raise ProcessError(f"the stack in {resume.workdir} has {resume.brokers} broker(s), not {nodes}; stop it "
-                               f"and start it in another workdir to change that")
+        nodes = check_arguments(spark, storage, connect, brokers, resume)
         unwind_on_sigterm()  # a SIGTERM to this process still stops the servers it is about to start
-        owned = None
-        if workdir is None:
-            owned = Path(tempfile.mkdtemp(prefix="sinklab-"))
-            workdir = owned
-        workdir = Path(workdir).resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        running = {name: pid for name, pid in (resume.pids if resume else {}).items() if pid and pid_alive(pid)}
-        # A port stays when its process runs (a node's controller port is its broker's process) or is free.
-        ports = {name: port for name, port in (resume.ports if resume else {}).items()
-                 if name in running or name.replace("controller", "broker") in running or port_free(port)}
-        if connect_port is not None:
-            if "connect" in running and ports.get("connect") != connect_port:
-                raise ProcessError(f"the stack's Connect server already runs on port {ports.get('connect')}, "
-                                   f"not {connect_port}")
-            if "connect" not in running and not port_free(connect_port):
-                raise ProcessError(f"Connect port {connect_port} is in use")
-            ports["connect"] = connect_port
-        if spark == "connect" and "connect" in running and resume is not None and not resume.spark_connect_url:
-            raise ProcessError("the stack's Connect server runs without Spark Connect; stop it to start it with")
-        served = (ports.get("spark-connect") or free_port()) if spark == "connect" else None
-        connect_server = EmbeddedConnect(workdir, port=ports.get("connect"),
-                                         spark_connect_port=served) if connect else None
-        kafka = cluster(workdir, nodes, ports)
-        s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
-        if s3 is None:
-            catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"))
-        else:
-            db = workdir / "catalog-s3.db"
-            if "s3" not in running:
-                # The objects of an earlier S3 stack died with its server, and a catalog that
-                # outlived them would list tables whose files are gone.
-                db.unlink(missing_ok=True)
-            catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"), warehouse=f"s3://{s3.bucket}/warehouse",
-                                      io_properties=s3.client_properties(), db=db)
-        info = StackInfo(
-            kind="embedded",
-            bootstrap_servers=",".join(b.bootstrap_servers for b in kafka),
-            catalog_uri=catalog.uri,
-            catalog_name=catalog_name,
-            warehouse=catalog.warehouse,
-            catalog_properties=s3.client_properties() if s3 else {},
-            workdir=str(workdir),
-            storage=storage,
-            pids=dict(running),
-            brokers=nodes,
-            ports={**{k: v for b in kafka for k, v in ((b.name, b.port), (b.name.replace("broker", "controller"),
-                                                                           b.controller_port))},
-                   "catalog": catalog.port,
-                   **({"s3": s3.port} if s3 else {}), **({"connect": connect_server.port} if connect_server else {}),
-                   **({"spark-connect": served} if connect_server and served else {})},
-            connect_url=connect_server.url if connect_server else None,
-            spark_connect_url=connect_server.spark_connect_url if connect_server else None,
-        )
-        if resume is not None and "connect" in running:
-            # Kept running, though this object does not manage it, and serving what it served.
-            info.connect_url = resume.connect_url
-            info.spark_connect_url = resume.spark_connect_url
-            if resume.spark_connect_url:
-                info.ports["spark-connect"] = resume.ports["spark-connect"]
-        if resume is not None and "schema-registry" in running:
-            info.ports["schema-registry"] = resume.ports["schema-registry"]
-            info.schema_registry_url = resume.schema_registry_url
-        elif schema_registry and "schema-registry" in ports:
-            info.ports["schema-registry"] = ports["schema-registry"]  # started again on its old port
+        path, owned = make_workdir(workdir)
+        kept = resumed(resume, connect_port, spark == "connect")
+        procs = make_processes(path, nodes, storage, connect, spark == "connect", kept)
+        info = describe(procs, path, catalog_name, storage, nodes, kept, resume, schema_registry)
         stack = cls(info, None if spark == "connect" else spark, spark_client=spark == "connect")
         stack._owned_workdir = owned
-        try:
-            # All nodes before waiting for any: a node of three answers once two of them run.
-            starting = [b for b in kafka if b.name not in running]
-            for b in starting:
-                stack._brokers.append(b)
-                b.begin()
-                stack.info.pids[b.name] = b.process.pid or 0
-            if warm:
-                stack.warm_spark()
-            for b in starting:
-                b.wait_ready()
-            # The S3 server before the catalog, which creates its FileIO on it.
-            if s3 is not None and "s3" not in running:
-                stack._s3 = s3
-                s3.start()
-                stack.info.pids["s3"] = s3.process.pid or 0
-            if "catalog" not in running:
-                stack._catalog_server = catalog
-                catalog.start()
-                stack.info.pids["catalog"] = catalog.process.pid or 0
-            if schema_registry:
-                stack.start_schema_registry()
-            # Last: it attaches to the broker, the catalog and the registry (its sinks' Avro converters
-            # find the stack's).
-            if connect_server is not None and "connect" not in running:
-                stack._connect = connect_server
-                connect_server.start(stack.info)
-                stack.info.pids["connect"] = connect_server.process.pid or 0
-        except BaseException:
-            stack.close()
-            raise
+        start_in_order(stack, procs, kept.running, warm, schema_registry)
         return stack
 
     @classmethod
@@ -371,53 +272,6 @@ class Stack:
             b.wait_ready(timeout)
         return revived + [b.name for b in dead]
 
-    def stop_spark(self, timeout: float = 30) -> None:
-        """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.
-
-        One process holds one Spark driver: stop one stack's Spark before another stack (with other
-        jars, such as an S3 stack) starts its own.
-        """
-        with self._spark_lock:  # a driver still starting (warm_spark) is stopped once it has started
-            if self._spark is None:
-                return
-            spark, self._spark = self._spark, None
-            self._spark_catalogs = set()
-            if self.spark_client:
-                spark.stop()  # the client's session on the server; the server's driver runs on
-                return
-            stop_spark(spark, timeout)
-
-    def warm_spark(self) -> None:
-        """Start this process's Spark driver now, in the background, and run a small job and a catalog
-        query in it: a fresh driver takes 4 s to start and a first cycle 8 s more, 5 s once such a job
-        has run (2 cores, bench/README.md), and that time passes while the stack starts and the cells
-        before the first cycle (or the demo's producer) run. A driver that fails to start here is
-        started again, and fails with its error, at first use of ``spark``."""
-        if self.spark_client or self._spark is not None:
-            return
-
-        def start() -> None:
-            try:
-                spark = self.spark
-                spark.range(10).selectExpr("id % 2 AS k").groupBy("k").count().collect()
-                spark.sql(f"SHOW NAMESPACES IN {self.info.catalog_name}").collect()
-            except Exception as exc:  # noqa: BLE001 - a driver that did not start fails again at first use
-                log.info("warming Spark's driver in the background stopped (%s): a driver that did not start is "
-                         "started at first use of stack.spark", exc)
-
-        threading.Thread(target=start, name="sinklab-warm-spark", daemon=True).start()
-
-    def driver(self, what: str) -> SparkSession:
-        """``spark``, for a part of sinklab that drives Iceberg's Java API through py4j (``what``: a sink,
-        a maintenance run): a Spark Connect client has no JVM in its process to do that with."""
-        if self.spark_client:
-            raise ProcessError(
-                f"{what} needs a Spark driver in this process (it calls Iceberg's Java API through py4j), and this "
-                f"stack's spark is a Spark Connect client of {self.info.spark_connect_url}: run it on the stack's "
-                f"Connect server ({self.info.connect_url}), as sinklab.sink.open_sink(stack, config) does for a "
-                "sink, or from a Stack made without spark='connect'")
-        return self.spark
-
     def detach(self) -> StackInfo:
         """Leave the servers running (for `sinklab stack up`); `stop_recorded` stops them later."""
         self._catalog_server = self._s3 = self._connect = self._registry = None
@@ -485,55 +339,6 @@ class Stack:
             logger.propagate = False
         return logger
 
-    @property
-    def spark_log(self) -> Path:
-        """The log of the Spark driver's JVM: ``WORKDIR/logs/spark.log``, or in the temporary directory
-        for a stack without a workdir."""
-        if self.workdir is not None:
-            return self.workdir / "logs" / "spark.log"
-        return Path(tempfile.gettempdir()) / "sinklab" / f"spark-{os.getpid()}.log"
-
-    @property
-    def spark(self) -> SparkSession:
-        """This process's Spark session (its driver starts on first use), or a Spark Connect client session
-        of the stack's server when this object was made with ``spark="connect"``."""
-        with self._spark_lock:
-            if self.spark_client:
-                if self._spark is None:
-                    self._spark = connect_session(str(self.info.spark_connect_url))
-                return self._spark
-            if self._spark is None or self._spark.sparkContext._jsc is None:  # none yet, or stopped elsewhere
-                conf = self.spark_catalog_conf(self.info.catalog_name)
-                conf["spark.sql.defaultCatalog"] = self.info.catalog_name
-                self._spark = build_spark(self.spark_settings, conf, s3=self.uses_s3, log_file=self.spark_log)
-                self._spark_catalogs = {self.info.catalog_name}
-                if self._training is None:
-                    # Without a class archive this driver started cold; the next ones will not.
-                    self._training = jvm_archive.train_in_background()
-            return self._spark
-
-    def register_spark_catalog(self, name: str) -> None:
-        """Expose the stack's catalog in Spark under another name too (a config's ``iceberg.catalog``)."""
-        with self._spark_lock:
-            spark = self.spark
-            if name in self._spark_catalogs:
-                return
-            for key, value in self.spark_catalog_conf(name).items():
-                spark.conf.set(key, value)
-            self._spark_catalogs.add(name)
-
-    @property
-    def uses_s3(self) -> bool:
-        """Whether the warehouse is on S3, so Spark needs Iceberg's S3FileIO (iceberg-aws-bundle)."""
-        return is_s3_location(self.info.warehouse) or "s3.endpoint" in self.info.catalog_properties
-
-    def spark_catalog_conf(self, name: str) -> dict[str, str]:
-        extra = dict(self.info.catalog_properties)
-        if self.uses_s3:
-            # The stack's own properties win: a cluster's own io-impl stays.
-            extra = {"io-impl": S3_FILE_IO, **extra}
-        return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
-
     def create_topic(
         self, name: str, partitions: int = 1, config: dict[str, str] | None = None, exist_ok: bool = True,
         timeout: float = 30,
@@ -569,53 +374,6 @@ class Stack:
         raise TimeoutError(f"topic {name!r} did not show in metadata with every partition led within {timeout}s")
 
 
-def stop_recorded(info: StackInfo) -> list[str]:
-    """Stop the processes a ``stack.json`` records; a PID is only signalled while its command line
-    still names the stack's workdir (PIDs are reused)."""
-    live = {name: pid for name, pid in info.pids.items() if pid and pid_alive(pid)}
-    for name, pid in live.items():
-        if info.workdir and info.workdir not in _cmdline(pid):
-            raise ProcessError(f"PID {pid} ({name}) no longer belongs to the stack in {info.workdir}; not stopping it")
-    # The Connect server first: its sinks finish their cycle while broker and catalog still answer.
-    brokers = [name for name in live if name.startswith("broker")]
-    servers = sorted((name for name in live if name not in brokers), key=lambda name: name != "connect")
-    for name in servers:
-        if name == "connect":
-            stop_leader_first(live[name], STOP_GRACE_S)
-        else:
-            stop_pid(live[name], timeout=15)
-    errors = together([lambda pid=live[name]: stop_pid(pid, timeout=15) for name in brokers])
-    if errors:
-        raise errors[0]
-    return servers + brokers
-
-
-def together(stops: list[Callable[[], None]]) -> list[BaseException]:
-    """Run ``stops`` at once; the errors they raised. For the nodes of a cluster: stopped one after
-    another, the last to go has no quorum left for its controlled shutdown and waits out its timeout
-    (20 s of 21 for three nodes, measured; 5.6 s at once)."""
-    errors: list[BaseException] = []
-
-    def run(stop: Callable[[], None]) -> None:
-        try:
-            stop()
-        except Exception as exc:  # noqa: BLE001 - returned to the caller, which raises it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(stop,)) for stop in stops]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
-
-
 def _name_of(proc: EmbeddedCatalog | EmbeddedS3) -> str:
     return "s3" if isinstance(proc, EmbeddedS3) else "catalog"
 
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

@@ -1,5 +1,5 @@
-"""See the sink: tidy pandas frames from Iceberg metadata and the control topic, plotly figures over
-them, a live dashboard and the commit-interval explorer.
+"""See the sink: plotly figures over the frames of ``sinklab.readings`` (Iceberg metadata, the control
+topic, Kafka's timestamps; re-exported here), a live dashboard and the commit-interval explorer.
 
     from sinklab import viz
     snaps = viz.snapshots(stack, "rpc.pizzas")               # one row per snapshot, sinklab.* properties parsed
@@ -12,27 +12,7 @@ them, a live dashboard and the commit-interval explorer.
     plan = viz.frontier(viz.calibrate(stack), rate=400)      # the commit planner: latency vs files/day
 """
 
-from sinklab.viz import render
-from sinklab.viz.dashboard import Dashboard
-from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
-from sinklab.viz.figures import (
-    combine,
-    plot_cadence,
-    plot_counters,
-    plot_fan_out,
-    plot_file_layout,
-    plot_files,
-    plot_freshness,
-    plot_lag,
-    plot_metadata,
-    plot_sankey,
-    plot_schemas,
-    plot_snapshots,
-    plot_table_growth,
-    plot_tradeoff,
-    plot_visibility,
-)
-from sinklab.viz.frames import (
+from sinklab.readings import (
     ControlLog,
     cadence,
     commits,
@@ -58,6 +38,26 @@ from sinklab.viz.frames import (
     steady,
     table_record_times,
     visibility,
+)
+from sinklab.viz import render
+from sinklab.viz.dashboard import Dashboard
+from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
+from sinklab.viz.figures import (
+    combine,
+    plot_cadence,
+    plot_counters,
+    plot_fan_out,
+    plot_file_layout,
+    plot_files,
+    plot_freshness,
+    plot_lag,
+    plot_metadata,
+    plot_sankey,
+    plot_schemas,
+    plot_snapshots,
+    plot_table_growth,
+    plot_tradeoff,
+    plot_visibility,
 )
 from sinklab.viz.observed import Observed
 from sinklab.viz.planner import Calibration, calibrate, frontier, plot_plan, recommend

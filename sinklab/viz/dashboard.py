@@ -26,7 +26,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from sinklab import fresh as fresh_reads
-from sinklab.viz import figures, frames, render
+from sinklab import readings
+from sinklab.viz import figures, render
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -73,7 +74,7 @@ class Dashboard:
         self.error: str | None = None
         self.header = self._header_html(None)
         self._catalog: Catalog | None = None
-        self._log: frames.ControlLog | None = None
+        self._log: readings.ControlLog | None = None
         self._version: tuple[Any, ...] = ()
         self._lag: list[pd.DataFrame] = []
         self._lock = threading.Lock()
@@ -102,16 +103,16 @@ class Dashboard:
         with self._lock:
             config = self.config
             if self._log is None:
-                self._log = frames.ControlLog(self.stack, sink=config.name, control_topic=config.control_topic)
+                self._log = readings.ControlLog(self.stack, sink=config.name, control_topic=config.control_topic)
             log = self._log.read(idle_s=0.2)
-            commit_frame = frames.commits(self.stack, log=log)
-            cycle_frame = frames.cycles(self.stack, log=log)
+            commit_frame = readings.commits(self.stack, log=log)
+            cycle_frame = readings.cycles(self.stack, log=log)
             tables = self.tables if self.tables is not None else sorted(
                 {*config.tables, *commit_frame["table"]})
-            parts = [frames.snapshots(self.catalog, t, branch=config.table_branch(t)) for t in tables
+            parts = [readings.snapshots(self.catalog, t, branch=config.table_branch(t)) for t in tables
                      if self.catalog.table_exists(t)]
-            snaps = pd.concat(parts, ignore_index=True) if parts else frames.snapshots(self.catalog, [])
-            self._lag.append(frames.consumer_lag(self.stack, config.group_id, self._topics()))
+            snaps = pd.concat(parts, ignore_index=True) if parts else readings.snapshots(self.catalog, [])
+            self._lag.append(readings.consumer_lag(self.stack, config.group_id, self._topics()))
             self._lag = self._lag[-self.lag_samples:]
             lag = pd.concat(self._lag, ignore_index=True)
             now = pd.Timestamp.now(tz="UTC")
@@ -126,9 +127,9 @@ class Dashboard:
             self.frames = {
                 "snapshots": snaps, "commits": commit_frame, "cycles": cycle_frame, "lag": lag,
                 **({"fresh": fresh_frame} if fresh_frame is not None else {}),
-                "cadence": frames.cadence(snaps, interval, sink=config.name),
-                "freshness": frames.freshness(snaps, now, sink=config.name),
-                "maintenance": frames.maintenance_runs(self.stack, log=log),
+                "cadence": readings.cadence(snaps, interval, sink=config.name),
+                "freshness": readings.freshness(snaps, now, sink=config.name),
+                "maintenance": readings.maintenance_runs(self.stack, log=log),
             }
             # Building plotly figures costs CPU the sink's driver shares: only what changed is redrawn.
             version = (len(log), tuple(snaps["snapshot_id"]))
@@ -172,14 +173,14 @@ class Dashboard:
         if last:
             ago = time.time() - last["at"]
             parts.append(f"last commit {ago:.1f} s ago ({last['records']:,} records in {last['duration_ms']} ms)")
-        paced = frames.pace(self.frames["cycles"], interval_ms) if self.frames else None
+        paced = readings.pace(self.frames["cycles"], interval_ms) if self.frames else None
         if status.pace:
             parts.append(status.pace["note"])  # says so plainly when the target is below what cycles achieve
         elif paced:
             parts.append(f"cycles take {paced['cycle_s']:.2f} s (median of the last {paced['cycles']}): "
                          + ("the interval sets the pace" if paced["binds"] == "interval" else
                             "longer than the interval, so each starts as the last ends"))
-        stages = frames.dead_letter_stages(self.frames["cycles"]) if self.frames else {}
+        stages = readings.dead_letter_stages(self.frames["cycles"]) if self.frames else {}
         if stages:
             parts.append(f"{sum(stages.values()):,} dead letters (" + ", ".join(
                 f"{stage} {n:,}" for stage, n in stages.items()) + ")")

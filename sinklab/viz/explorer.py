@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from sinklab import readings
 from sinklab.sink.config import keys
-from sinklab.viz import frames
 from sinklab.viz.figures import plot_tradeoff
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
     kernel takes several seconds longer than any later one) is charged to an interval. Per interval:
 
     - ``p50_s``/``p99_s``: visibility latency of the stream's records (Kafka timestamp → the commit
-      that made them readable, see :func:`sinklab.viz.frames.visibility`);
+      that made them readable, see :func:`sinklab.readings.visibility`);
     - ``snapshots_per_hour``, ``files_per_table_per_hour``: the run's snapshots and data files over
       its window (first record produced → last commit visible), scaled to an hour;
     - ``mean_file_kib``: the mean size of the data files it wrote;
@@ -111,13 +111,13 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
             wait_caught_up(sink, catch_up_s)
         finally:
             sink.stop()
-        snaps = frames.snapshots(stack, run["table"])
+        snaps = readings.snapshots(stack, run["table"])
         label = f"interval {run['interval_ms'] / 1000:g} s"
         snaps = snaps[snaps["sink"] == run["sink"]].assign(interval_ms=run["interval_ms"], series=label)
         # The priming sink took Spark's warm-up: no cycle of a run is a warm-up cycle.
-        vis = frames.visibility(snaps, frames.record_times(stack, run["topic"])).assign(
+        vis = readings.visibility(snaps, readings.record_times(stack, run["topic"])).assign(
             interval_ms=run["interval_ms"], series=label, warmup=False)
-        rows.append(_measure(run["interval_ms"], snaps, vis, frames.cycles(stack, sink=run["sink"])))
+        rows.append(_measure(run["interval_ms"], snaps, vis, readings.cycles(stack, sink=run["sink"])))
         snaps_all.append(snaps)
         vis_all.append(vis)
     return Exploration(pd.DataFrame(rows, columns=RESULT_COLUMNS), pd.concat(snaps_all, ignore_index=True),
@@ -135,7 +135,7 @@ def wait_caught_up(sink: IcebergSink | RemoteSink, timeout: float = 120.0, poll_
         status = sink.status()
         if status.state == "FAILED":
             raise RuntimeError(f"sink {config.name} failed:\n{status.trace}")
-        lag = frames.consumer_lag(sink.stack, config.group_id, topics)
+        lag = readings.consumer_lag(sink.stack, config.group_id, topics)
         if lag["lag"].sum() == 0:
             return lag
         if time.monotonic() > deadline:

@@ -1,4 +1,4 @@
-"""Plotly figures over the frames of ``sinklab.viz.frames``: pure functions, frame in, figure out."""
+"""Plotly figures over the frames of ``sinklab.readings``: pure functions, frame in, figure out."""
 
 from __future__ import annotations
 
@@ -230,9 +230,9 @@ def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produce
                     interval_ms: int | None = None) -> go.Figure:
     """Per record, produce time to commit time: over time (left) and its distribution with p50 and p99
     (right). The warm-up cycle's records (the backlog before the sink started, Spark's warm-up; see
-    :func:`sinklab.viz.frames.visibility`) are grey and left out of the distribution and its
+    :func:`sinklab.readings.visibility`) are grey and left out of the distribution and its
     percentiles; the commit interval is dashed."""
-    from sinklab.viz.frames import steady
+    from sinklab.readings import steady
 
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.1,
                         subplot_titles=("each record", "distribution (warm-up cycle left out)"))

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from sinklab import readings
 from sinklab.sink import SinkStatus
 from sinklab.sink.config import SinkConfig, keys, load_config, read_connect_json
 from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
-from sinklab.viz import frames
 
 if TYPE_CHECKING:
     from sinklab.stack import Stack
@@ -35,11 +35,11 @@ class Observed:
             topic = conf.get(keys.CONTROL_TOPIC_KEY, APACHE_CONTROL_TOPIC)
             self.config = load_config({"name": name, "config": conf}).model_copy(update={"control_topic": topic})
         self.connect_url = connect_url
-        self._log = frames.ControlLog(stack, sink=self.config.name, control_topic=self.config.control_topic)
+        self._log = readings.ControlLog(stack, sink=self.config.name, control_topic=self.config.control_topic)
 
     def status(self) -> SinkStatus:
         """What its control topic says it did, and what its worker says it is (``WATCHED`` without one)."""
-        cycles = frames.cycles(self.stack, log=self._log.read(idle_s=0.2))
+        cycles = readings.cycles(self.stack, log=self._log.read(idle_s=0.2))
         last = None
         if not cycles.empty:
             row = cycles.iloc[-1]
