@@ -22,8 +22,7 @@ from sinklab.connect.herder import validate
 from sinklab.connect.offsets import GroupOffsets
 from sinklab.sink.apache import read_log
 from sinklab.sink.records import DEAD_LETTERS_PROP, REPLAY_ID
-from sinklab.sink.wire import CONTROL_TOPIC, Lag, PayloadType, TopicPartition, lag_json
-from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
+from sinklab.sink.wire import APACHE_CONTROL_TOPIC, CONTROL_TOPIC, Lag, PayloadType, TopicPartition, lag_json
 
 if TYPE_CHECKING:
     import pandas as pd

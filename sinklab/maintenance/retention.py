@@ -1,7 +1,7 @@
 """What maintenance must keep for the sink's exactly-once recovery, and what is garbage.
 
 A sink finds what a table already holds by walking the branch from its head to its own newest
-snapshot carrying ``sinklab.offsets`` (``sink.tables.recorded_offsets``). Expiring that snapshot,
+snapshot carrying ``sinklab.offsets`` (``sink.tables.state.recorded_offsets``). Expiring that snapshot,
 or any snapshot between it and the head (another writer's compaction, say), would cut the walk
 and make a recovering sink write a half-finished cycle again. Every descendant of a snapshot is
 younger than it, so expiring only what is older than the oldest such snapshot keeps every walk

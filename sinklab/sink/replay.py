@@ -2,10 +2,10 @@
 config, exactly once (docs/dead-letters.md, "Replay").
 
 1. claim    one UPDATE marks the sink's waiting dead letters (``--where``) with a new replay id R
-2. stage    the claimed records, re-converted and routed by the sink's own stage step; a record that
+2. stage    the claimed records, re-converted and routed by the sink's own worker; a record that
             failed for one table goes to that table only. For upsert/CDC, a change whose row a later
             record of its partition changed again is superseded, not written (``Worker._unsuperseded``)
-3. publish  each table by compare-and-swap, its snapshot marked with R (``tables.REPLAY_PROP``)
+3. publish  each table by compare-and-swap, its snapshot marked with R (``tables.state.REPLAY_PROP``)
 4. finish   one MERGE: the records that landed get ``replayed_at``; the others wait again, with the
             error they have now
 

@@ -207,7 +207,7 @@ class IcebergSink:
 
     def _attempt(self) -> tuple[bool, CycleResult | None]:
         """One cycle of a running sink: (True, its result), or (False, None) when it failed on a service
-        away for now (``errors.transient``) and will be tried again after ``retry_delay_s``, as Kafka
+        away for now (``sinklab.retry.transient``) and will be tried again after ``retry_delay_s``, as Kafka
         Connect retries a task's RetriableException; the failed cycle dropped its coordinator (its Kafka
         transaction is aborted when the next one starts, as a restarted task's would be). Any
         other failure, or one past sinklab.retry.timeout-ms of failing, leaves the sink FAILED and is raised."""

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from sinklab.stack.stack import Stack
 
 CONNECTOR_CLASS = "org.apache.iceberg.connect.IcebergSinkConnector"
-APACHE_CONTROL_TOPIC = "control-iceberg"  # its default iceberg.control.topic
+# Its default iceberg.control.topic, which the worker this launches creates before the connector starts. The
+# sink reads Apache's protocol by its own name for it (sinklab.sink.wire.APACHE_CONTROL_TOPIC): the stack sits below.
+APACHE_CONTROL_TOPIC = "control-iceberg"
 MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectStandalone"
 # A workshop's worker: 1 GB of heap is plenty for two tasks writing one unpartitioned table.
 JVM_OPTS = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]

@@ -15,7 +15,7 @@ import requests
 from sinklab import readings
 from sinklab.sink import SinkStatus
 from sinklab.sink.config import SinkConfig, keys, load_config, read_connect_json
-from sinklab.stack.apache_sink import APACHE_CONTROL_TOPIC
+from sinklab.sink.wire import APACHE_CONTROL_TOPIC
 
 if TYPE_CHECKING:
     from sinklab.stack import Stack

@@ -1,5 +1,5 @@
 """Apache's sink's commit log, read as sinklab's: its control events (start-commit, data-written,
-data-complete, commit-to-table, commit-complete; ``iceberg_events`` reads their frame) become sinklab's
+data-complete, commit-to-table, commit-complete; ``wire.apache_events`` reads their frame) become sinklab's
 ``commit-start`` and ``commit-complete`` (``control``), so that the workbench's frames, dashboard and
 status read the pipeline a team already runs on Apache's sink as they read a sinklab sink's.
 

@@ -1,4 +1,4 @@
-"""The documentation's key reference, made from the key table (``sinklab.sink.keys``).
+"""The documentation's key reference, made from the key table (``sinklab.sink.config.keys``).
 
     python -m sinklab.sink.reference            # rewrite the key blocks of docs/
     python -m sinklab.sink.reference --check    # exit 1 when they are out of date

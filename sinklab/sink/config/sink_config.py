@@ -77,7 +77,7 @@ def parse_partition(key: str, text: str) -> PartitionField:
 
 class SinkConfig(BaseModel):
     """A sink's configuration, read from its Kafka Connect keys by ``from_connect``: the key of each field,
-    with its type, default and documentation, is declared in ``sinklab.sink.keys``."""
+    with its type, default and documentation, is declared in ``sinklab.sink.config.keys``."""
 
     name: str
     topics: list[str] = Field(default_factory=list)
@@ -124,7 +124,7 @@ class SinkConfig(BaseModel):
     errors_log: bool = False
     max_records_per_cycle: int = keys.CYCLE_MAX_RECORDS_DEFAULT
     max_tasks_per_cycle: int | None = None  # None: one per core
-    # What else starts a cycle before the interval (sinklab.sink.pace): records or bytes waiting, a latency target.
+    # What else starts a cycle before the interval (cycle.pace): records or bytes waiting, a latency target.
     commit_max_records: int | None = None
     commit_max_bytes: int | None = None
     commit_target_lag_ms: int | None = None
@@ -366,7 +366,7 @@ def config_path(source: str | Path) -> Path:
 
 
 def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
-    """A sink's configuration from its Kafka Connect keys, each read as ``sinklab.sink.keys`` declares it;
+    """A sink's configuration from its Kafka Connect keys, each read as ``sinklab.sink.config.keys`` declares it;
     notes say what was accepted and not used. Raises ConfigError naming the key."""
     out: dict[str, Any] = {"name": name}
     notes: list[str] = []

@@ -46,7 +46,7 @@ class Replay:
 
 @dataclass
 class Cycle:
-    """What a cycle carries from the stage step to the commit."""
+    """What a cycle carries from the worker to the commit."""
 
     plan: Plan
     commit_id: str

@@ -1,6 +1,6 @@
 """The working columns a cycle adds beside Kafka's own (``META``) while it converts and routes records:
 named here once, for every step that reads or writes them (``convert``, ``transforms``, ``route``, the
-dead-letter queue, the stage step)."""
+dead-letter queue, the worker)."""
 
 ERROR = "_sinklab_error"  # a bad record's error, "kind: detail" (sinklab.exceptions.record_error_kind)
 ROUTE = "_sinklab_route"

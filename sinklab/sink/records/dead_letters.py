@@ -109,7 +109,7 @@ LETTER_FIELDS = [*META, "key", "value", "headers", ERROR]
 
 
 def observed(tolerance: str) -> Column:
-    """An aggregate a cycle's write computes on the way (``convert.Observed``): its bad records, so that
+    """An aggregate a cycle's write computes on the way (``records.observed.Observed``): its bad records, so that
     finding them costs no second read of the cycle's ranges (bench/README.md, "Dead letters"). All of
     them when they are dead-lettered (they go to the driver either way); else only the first, which
     stops the sink."""

@@ -49,7 +49,7 @@ class BadRows(Observed):
     """A table's converted rows, with their bad ones (ERROR set) counted by the next action that
     runs them: the table's write. A clean write then needs no job of its own to look for bad rows
     (that job parsed every record a second time, measured ~20% of a cycle), and ``letters`` (an
-    aggregate of the bad rows, ``dlq.observed``) brings them along, so that a write with some needs
+    aggregate of the bad rows, ``dead_letters.observed``) brings them along, so that a write with some needs
     none either."""
 
     def __init__(self, rows: DataFrame, letters: Column):

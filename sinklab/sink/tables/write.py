@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 @dataclass
 class Staged:
     """A table's part of a cycle, written and not yet visible: an uncommitted ``snapshot`` (an append)
-    or the head of the private branch ``stage`` (row-level changes)."""
+    or the head of the private branch ``stage`` (row-level changes), named by ``stage_name``."""
 
     table: str
     stage: str | None

@@ -9,7 +9,7 @@ also fails on a field it does not know, so nothing of sinklab's can ride in its 
 sinklab's control topic of its own (docs/protocol.md, "Beside Apache's sink").
 
 Also the names of Apache's protocol that sinklab reads: its event types and its snapshot properties
-(``apache_log`` reads its commits for the workbench, ``takeover`` finishes its half-done commit).
+(``apache.log`` reads its commits for the workbench, ``apache.takeover`` finishes its half-done commit).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ table's commit, in the same transaction as the group's offsets); maintenance run
 ``Maintenance``. On the wire an event is the magic byte 0x5C, the schema version (1), then the event as
 Avro (schemaless) under ``EVENT_SCHEMA``, offsets as their snapshot-property text.
 
-Apache's sink writes its own events (``iceberg_events``) to its control topic and decodes every record
+Apache's sink writes its own events (``apache_events``) to its control topic and decodes every record
 there before it filters by group: a record of sinklab's makes its tasks fail. So sinklab keeps a default
 topic of its own, and ``apache_groups`` finds Apache's events in a topic it is asked to use (the sink
 refuses it). Readers here skip records that are not sinklab's.
@@ -243,7 +243,7 @@ def read_control_log(bootstrap_servers: str, topic: str = CONTROL_TOPIC, sink: s
                      also: Callable[[list[Message]], list[ControlEvent]] | None = None) -> pd.DataFrame:
     """Every event committed on the control topic (of one sink) by the time nothing new arrives for
     ``idle_s``, one row per event (``log_frame``); ``also`` reads other writers' records as events
-    (``apache_log``). It does not wait out an open transaction: one that a killed sink left stays open
+    (``apache.log``). It does not wait out an open transaction: one that a killed sink left stays open
     until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
     events: list[ControlEvent] = []
     with TopicReader(bootstrap_servers, topic) as reader:

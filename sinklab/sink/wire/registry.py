@@ -6,7 +6,7 @@ once (``RegistryClient``, cached) and describes it as the Connect schema the Jav
 handed (``avro.avro_to_connect``, ``jsonschema.json_schema_to_connect``); the Spark tasks decode the
 bodies (``FramedDecoder.columns``). The rest of the sink then reads a record as JSON text with its
 Connect schema, exactly as JSON with a schema envelope: tables are created and evolved from the
-registry's types (``tables.connect_to_spark``), fields matched to columns by name, which resolves
+registry's types (``tables.create.connect_to_spark``), fields matched to columns by name, which resolves
 writer schemas of every version against the table.
 """
 
