@@ -1,7 +1,7 @@
 """MkDocs hooks: the pages the site makes from the repository when it builds (`make docs`).
 
 - ``index.md`` is the README, ``bench.md`` bench/README.md, ``changelog.md`` CHANGELOG.md;
-- the key blocks of every page are rendered from the key table (``sinklab.sink.reference``), so the
+- the key blocks of every page are rendered from the key table (``sinklab.sink.config.reference``), so the
   site's reference cannot drift from the code whatever the committed page holds;
 - ``tutorials/NN-….md`` are the tutorials as executed (``make notebooks`` writes them to
   ``.sinklab/notebooks``; ``SINKLAB_EXECUTED_NOTEBOOKS`` names another folder): markdown, code, its

@@ -119,6 +119,6 @@ def test_the_docs_key_reference_is_the_table() -> None:
     pages = {name: path.read_text() for name, path in PAGES.items()}
     for name, text in pages.items():
         assert f"<!-- keys:begin {name} -->" in text, name
-        assert render_blocks(text) == text, f"{PAGES[name]}: out of date: python -m sinklab.sink.reference"
+        assert render_blocks(text) == text, f"{PAGES[name]}: out of date: python -m sinklab.sink.config.reference"
     for key in keys.KEYS:
         assert any(f"| `{key.name}` |" in text for text in pages.values()), key.name

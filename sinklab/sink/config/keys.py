@@ -10,7 +10,7 @@ pyiceberg names its properties as module constants, this module is the one place
   documentation, who defines it (Kafka Connect, Iceberg's sink, sinklab), its group and importance,
   and the ``SinkConfig`` field it sets. ``sinklab.sink.config`` reads a config by this table, the
   Connect server's validate endpoint answers with it, and the docs' key reference (docs/sink.md) is made of it
-  (``sinklab.sink.reference``: ``python -m sinklab.sink.reference`` rewrites it).
+  (``sinklab.sink.config.reference``: ``python -m sinklab.sink.config.reference`` rewrites it).
 
 Documentation is plain text with code in backticks (the docs show them as code; Connect's validate
 endpoint answers without them).

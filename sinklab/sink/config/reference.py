@@ -1,7 +1,7 @@
 """The documentation's key reference, made from the key table (``sinklab.sink.config.keys``).
 
-    python -m sinklab.sink.reference            # rewrite the key blocks of docs/
-    python -m sinklab.sink.reference --check    # exit 1 when they are out of date
+    python -m sinklab.sink.config.reference            # rewrite the key blocks of docs/
+    python -m sinklab.sink.config.reference --check    # exit 1 when they are out of date
 
 Each block of a page between ``<!-- keys:begin NAME -->`` and ``<!-- keys:end NAME -->`` holds what
 ``reference_markdown`` makes of its keys. The docs site renders them again when it builds.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sinklab.sink.config.keys import MAINTENANCE_KEYS, OWNERS, SINK_KEYS, Key
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 BLOCKS: dict[str, Sequence[Key]] = {"sink": SINK_KEYS, "maintenance": MAINTENANCE_KEYS}
 PAGES = {"sink": DOCS / "sink.md", "maintenance": DOCS / "maintenance.md"}  # where each block is
 
@@ -58,8 +58,8 @@ def main(argv: Sequence[str]) -> int:
             if "--check" not in argv:
                 path.write_text(rendered)
     if stale and "--check" in argv:
-        print(f"{', '.join(map(str, stale))}: the key reference is out of date; run python -m sinklab.sink.reference",
-              file=sys.stderr)
+        print(f"{', '.join(map(str, stale))}: the key reference is out of date; run "
+              "python -m sinklab.sink.config.reference", file=sys.stderr)
         return 1
     return 0
 

@@ -346,7 +346,7 @@ def read_connect_json(source: str | Path | dict[str, Any], name: str | None = No
 
 def packaged_configs() -> dict[str, Path]:
     """The configs shipped in ``sinklab/configs`` (the seed's), by file name."""
-    folder = Path(__file__).resolve().parent.parent / "configs"
+    folder = Path(__file__).resolve().parents[2] / "configs"
     return {p.name: p for p in sorted(folder.glob("*.json"))}
 
 
