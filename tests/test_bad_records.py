@@ -559,11 +559,11 @@ def test_a_timestamp_or_date_reads_an_integer_as_epoch_and_other_text_as_a_date(
 
 def test_bytes_from_the_jvm_arrive_whole_through_the_faster_decoding(stack: Stack) -> None:
     """Observed rows (dead letters among them) come to Python as a JVM byte[]; sinklab decodes those in C
-    instead of py4j's byte-by-byte loop (convert.fast_py4j_bytes): the same bytes, of every value."""
+    instead of py4j's byte-by-byte loop (stack.spark.fast_py4j_bytes): the same bytes, of every value."""
     import py4j.protocol
 
     Observed(stack.spark.range(1), F.count("id"))  # installs it
-    assert py4j.protocol.decode_bytearray.__module__ == "sinklab.sink.convert"
+    assert py4j.protocol.decode_bytearray.__module__ == "sinklab.stack.spark"
     data = os.urandom(300_000) + bytes(range(256))
     got = stack.spark._jvm.java.util.Base64.getDecoder().decode(base64.b64encode(data).decode())
     assert isinstance(got, bytes)
