@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sinklab.connect.server import validate_response
 from sinklab.exceptions import ConfigError
 from sinklab.sink.config import keys
 from sinklab.sink.config.sink_config import from_connect
@@ -65,3 +66,18 @@ def test_an_invalid_value_in_the_older_spelling_names_the_key_as_written() -> No
 
 def test_a_current_key_is_no_older_spelling() -> None:
     assert all(keys.current_spelling(k.name) is None for k in keys.KEYS)
+
+
+def test_connects_validate_answers_an_older_spelling_with_its_current_keys_definition() -> None:
+    answer = validate_response("IcebergSinkConnector", {
+        "name": "s", "connector.class": "io.tabular.iceberg.connect.IcebergSinkConnector", **BASE,
+        "iceberg.tables": "rpc.pizzas", "iceberg.control.commitIntervalMs": "1000"})
+    assert answer["error_count"] == 0
+    info = next(c for c in answer["configs"] if c["definition"]["name"] == "iceberg.control.commitIntervalMs")
+    assert info["definition"]["type"] == "INT" and info["value"]["value"] == "1000"
+    assert keys.COMMIT_INTERVAL_MS in info["definition"]["documentation"]
+    refused = validate_response("IcebergSinkConnector", {
+        "name": "s", "connector.class": "io.tabular.iceberg.connect.IcebergSinkConnector", **BASE,
+        "iceberg.tables": "rpc.pizzas", "iceberg.control.commitIntervalMs": "soon"})
+    bad = next(c for c in refused["configs"] if c["definition"]["name"] == "iceberg.control.commitIntervalMs")
+    assert refused["error_count"] == 1 and bad["value"]["errors"]
