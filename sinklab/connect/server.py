@@ -69,8 +69,10 @@ _ORDER = {k.name: [d.name for d in keys.KEYS if d.group == k.group].index(k.name
 
 
 def _config_info(key: str, given: Any, errors: list[str]) -> dict[str, Any]:
-    """One key's ConfigInfo: its definition (the declaration's, or its family's) and its value."""
-    decl = keys.lookup(key)
+    """One key's ConfigInfo: its definition (the declaration's, or its family's; for an older spelling of
+    Tabular's sink, its current key's) and its value."""
+    current = keys.current_spelling(key)
+    decl = keys.lookup(current or key)
     if given is not None:
         value: str | None = "[hidden]" if decl is not None and decl.type == "PASSWORD" else str(given)
     else:
@@ -82,6 +84,9 @@ def _config_info(key: str, given: Any, errors: list[str]) -> dict[str, Any]:
         definition.update(type=decl.type, required=decl.required, default_value=decl.default_text,
                           importance=decl.importance, documentation=decl.plain_doc, group=decl.group,
                           order=_ORDER[decl.name])
+        if current is not None:
+            definition["documentation"] = (f"The older spelling (Tabular's sink) of {current}, read as it. "
+                                           f"{decl.plain_doc}")
     return {"definition": definition,
             "value": {"name": key, "value": value, "recommended_values": list(decl.choices) if decl else [],
                       "errors": errors, "visible": True}}

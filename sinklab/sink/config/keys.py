@@ -178,6 +178,9 @@ class Key:
     ignored: str | None = None
     importance: Importance = "MEDIUM"
     required: bool = False
+    # Older spellings of the key, which Tabular's sink documented before Apache took it in (its
+    # IcebergSinkConfig until 0.5): read as this key, with a note that names both.
+    older: tuple[str, ...] = ()
 
     @cached_property
     def _pattern(self) -> re.Pattern[str] | None:
@@ -187,6 +190,21 @@ class Key:
     @property
     def family(self) -> bool:
         return self._pattern is not None
+
+    def current(self, key: str) -> str | None:
+        """This key's current spelling of ``key`` when ``key`` is one of its older spellings (a family's with
+        the same entry: ``iceberg.table.t.routeRegex`` -> ``iceberg.table.t.route-regex``); else None."""
+        for old in self.older:
+            parts = _PLACEHOLDER.split(old)
+            if len(parts) == 1:
+                if key == old:
+                    return self.name
+                continue
+            match = re.compile("(.*)".join(re.escape(p) for p in parts)).fullmatch(key)
+            placeholder = _PLACEHOLDER.search(self.name)
+            if match is not None and placeholder is not None:
+                return self.name.replace(placeholder.group(0), match.group(1), 1)
+        return None
 
     def entry(self, key: str) -> str | None:
         """For a family, the part of ``key`` its placeholder stands for (the table, the property);
@@ -205,6 +223,8 @@ class Key:
     def plain_doc(self) -> str:
         """The documentation as Connect answers it: without backticks, saying why an ignored key is not used."""
         doc = f"{self.doc} Accepted, not used: {self.ignored}." if self.ignored else self.doc
+        if self.older:
+            doc += f" Also read as Tabular's older spelling {', '.join(self.older)}."
         return doc.replace("`", "")
 
 
@@ -232,13 +252,15 @@ SINK_KEYS: tuple[Key, ...] = (
     Key(TABLES, "LIST", "iceberg", "Routing", field="tables", importance="HIGH",
         doc="The destination tables, comma-separated, each `namespace.table`; without a route field every record "
             "goes to each of them."),
-    Key(TABLES_ROUTE_FIELD, "STRING", "iceberg", "Routing", field="route_field",
+    Key(TABLES_ROUTE_FIELD, "STRING", "iceberg", "Routing", older=("iceberg.tables.routeField",), field="route_field",
         doc="The record field that routes records: matched by each table's `route-regex`, or naming the table "
             "with dynamic routing."),
-    Key(table_key("<table>", ROUTE_REGEX), "STRING", "iceberg", "Routing", field="route_regex",
+    Key(table_key("<table>", ROUTE_REGEX), "STRING", "iceberg", "Routing",
+        older=("iceberg.table.<table>.routeRegex",), field="route_regex",
         doc="The route-field values the table takes, as a regular expression (static fan-out): a record may go to "
             "several tables; records no table takes are skipped and counted (`no-table`)."),
-    Key(TABLES_DYNAMIC_ENABLED, "BOOLEAN", "iceberg", "Routing", default=False, field="dynamic_enabled",
+    Key(TABLES_DYNAMIC_ENABLED, "BOOLEAN", "iceberg", "Routing",
+        older=("iceberg.tables.dynamic.enabled",), default=False, field="dynamic_enabled",
         doc="The route field (lower-cased) names the table; a missing table is created (auto-create) or its records "
             "are skipped and counted."),
     # ---- Tables
@@ -271,11 +293,13 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="A column that holds each whole value as one VARIANT (format v3; not with upsert/CDC, which need id "
             "columns); set this or `sinklab.tables.variant-columns`, not both."),
     # ---- Row-level changes
-    Key(TABLES_UPSERT_MODE_ENABLED, "BOOLEAN", "iceberg", "Row-level changes", default=False, field="upsert_mode",
+    Key(TABLES_UPSERT_MODE_ENABLED, "BOOLEAN", "iceberg", "Row-level changes",
+        older=("iceberg.tables.upsertModeEnabled",), default=False, field="upsert_mode",
         doc="Each record replaces the row its id columns name, as a merge-on-read MERGE (format v2); the last change "
             "per id in a cycle wins, and a tombstone deletes the row its key names (a key of Tabular's sink, which "
             "Apache's left out)."),
-    Key(TABLES_CDC_FIELD, "STRING", "iceberg", "Row-level changes", field="cdc_field",
+    Key(TABLES_CDC_FIELD, "STRING", "iceberg", "Row-level changes",
+        older=("iceberg.tables.cdcField",), field="cdc_field",
         doc="The record field giving each change's operation, read by its first letter (`I`, `U`, `D`; Debezium's "
             "`c` and `r` are inserts) and applied by id as a merge-on-read MERGE (Tabular's sink's key)."),
     Key(TABLES_DEFAULT_ID_COLUMNS, "LIST", "iceberg", "Row-level changes", field="default_id_columns",
@@ -284,11 +308,13 @@ SINK_KEYS: tuple[Key, ...] = (
     Key(table_key("<table>", ID_COLUMNS), "LIST", "iceberg", "Row-level changes", field="id_columns",
         doc="The table's own id columns, as `iceberg.tables.default-id-columns`."),
     # ---- Commits
-    Key(COMMIT_INTERVAL_MS, "INT", "iceberg", "Commits", default=COMMIT_INTERVAL_MS_DEFAULT, minimum=100,
+    Key(COMMIT_INTERVAL_MS, "INT", "iceberg", "Commits",
+        older=("iceberg.control.commitIntervalMs",), default=COMMIT_INTERVAL_MS_DEFAULT, minimum=100,
         field="commit_interval_ms", importance="HIGH",
         doc="A cycle starts this long after the previous one started, or at once when that one took longer; the "
             "upper bound when a `sinklab.commit.*` key starts cycles sooner."),
-    Key(COMMIT_TIMEOUT_MS, "INT", "iceberg", "Commits", default=COMMIT_TIMEOUT_MS_DEFAULT, minimum=1000,
+    Key(COMMIT_TIMEOUT_MS, "INT", "iceberg", "Commits",
+        older=("iceberg.control.commitTimeoutMs",), default=COMMIT_TIMEOUT_MS_DEFAULT, minimum=1000,
         field="commit_timeout_ms",
         doc="A cycle whose table commits take longer fails (`CommitTimeout`): its Kafka transaction is aborted and "
             "the next cycle resumes from the tables' recorded offsets."),
@@ -296,7 +322,8 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="The commit log: each cycle's `commit-start` and `commit-complete` events (and maintenance runs), in the "
             "cycle's Kafka transaction. Not Apache's sink's default `control-iceberg`: that sink's tasks fail on any "
             "record of its control topic that is not its own event, so a sink refuses a topic that carries them."),
-    Key(COMMIT_THREADS, "INT", "iceberg", "Commits", ignored="tables are committed by the driver",
+    Key(COMMIT_THREADS, "INT", "iceberg", "Commits",
+        older=("iceberg.control.commitThreads",), ignored="tables are committed by the driver",
         doc="Iceberg's coordinator threads for table commits."),
     Key(COMMIT_MAX_CONSECUTIVE_FAILURES, "INT", "iceberg", "Commits", default=1,
         ignored=f"a cycle that fails for a transient reason is tried again until `{RETRY_TIMEOUT_MS}`; any other "
@@ -471,6 +498,11 @@ KEYS: tuple[Key, ...] = SINK_KEYS + MAINTENANCE_KEYS
 _BY_NAME = {k.name: k for k in KEYS if not k.family}
 # The most specific family first: transforms.<alias>.type before transforms.*.
 _FAMILIES = sorted((k for k in KEYS if k.family), key=lambda k: -len(_PLACEHOLDER.sub("", k.name)))
+
+
+def current_spelling(key: str) -> str | None:
+    """The current spelling of ``key`` when it is an older one (Tabular's sink's); else None."""
+    return next((c for k in KEYS if k.older and (c := k.current(key)) is not None), None)
 
 
 def lookup(key: str) -> Key | None:

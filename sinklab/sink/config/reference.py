@@ -31,6 +31,8 @@ def reference_markdown(keys: Sequence[Key] = SINK_KEYS) -> str:
         for k in members:
             default = f"`{k.default_text}`" if k.default_text else ""
             doc = f"{k.doc} *Accepted, not used: {k.ignored}.*" if k.ignored else k.doc
+            if k.older:
+                doc += " Also read as Tabular's older spelling " + ", ".join(f"`{o}`" for o in k.older) + "."
             out.append(f"| `{k.name}` | {k.type} | {default} | {OWNERS[k.owner]} | {doc} |")
         out.append("")
     return "\n".join(out).rstrip("\n")

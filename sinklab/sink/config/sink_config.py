@@ -370,6 +370,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
     notes say what was accepted and not used. Raises ConfigError naming the key."""
     out: dict[str, Any] = {"name": name}
     notes: list[str] = []
+    conf, given_as = _current_spellings(conf, notes)
     for key, value in conf.items():
         if key.startswith(keys.MAINTENANCE_PREFIX):
             continue  # kept as given for the maintenance policy (below), which reads them
@@ -379,7 +380,7 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
         elif decl.ignored is not None:
             notes.append(f"{key}: accepted, not used ({decl.ignored})")
         elif decl.field is not None:
-            read = read_value(decl, key, value)
+            read = read_value(decl, given_as.get(key, key), value)  # an error names the key as the user wrote it
             if decl.family:
                 out.setdefault(decl.field, {})[decl.entry(key)] = read
             else:
@@ -392,6 +393,25 @@ def from_connect(name: str, conf: dict[str, Any]) -> SinkConfig:
     config = SinkConfig(**out, notes=notes)
     _validate(config)
     return config
+
+
+def _current_spellings(conf: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``conf`` with the older spellings of Tabular's sink read as their current keys (a note names both),
+    and which current key was given in which older spelling; an older spelling given beside its current
+    key with another value is refused, naming both."""
+    out, given_as = dict(conf), {}
+    for key in conf:
+        current = keys.current_spelling(key)
+        if current is None:
+            continue
+        value = out.pop(key)
+        if current in conf and str(conf[current]) != str(value):
+            raise ConfigError(key, f"{key} is the older spelling of {current}, which is also given, with another "
+                              f"value ({value!r} against {conf[current]!r}): keep {current}")
+        if current not in conf:
+            out[current], given_as[current] = value, key
+        notes.append(f"{key}: the older spelling (Tabular's sink) of {current}, read as it")
+    return out, given_as
 
 
 def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> None:
