@@ -562,7 +562,7 @@ def test_bytes_from_the_jvm_arrive_whole_through_the_faster_decoding(stack: Stac
     instead of py4j's byte-by-byte loop (stack.spark.fast_py4j_bytes): the same bytes, of every value."""
     import py4j.protocol
 
-    Observed(stack.spark.range(1), F.count("id"))  # installs it
+    Observed(stack.spark.range(1), F.count("id"))  # the session installed it when it was made
     assert py4j.protocol.decode_bytearray.__module__ == "sinklab.stack.spark"
     data = os.urandom(300_000) + bytes(range(256))
     got = stack.spark._jvm.java.util.Base64.getDecoder().decode(base64.b64encode(data).decode())
