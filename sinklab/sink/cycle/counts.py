@@ -39,7 +39,7 @@ class Counts:
     def metrics(self, lagging: list[TopicPartition]) -> list[Column]:
         """The cycle's figures as aggregates over its prepared records: records, tombstones, bad records,
         writer schema ids, records no table takes, and the newest timestamp of each partition read
-        only in part (the others' is the planning time, see ``_vtts``)."""
+        only in part (the others' is the planning time, see ``vtts``)."""
         if self._kept is not None and self._kept[0] == tuple(lagging):
             return self._kept[1]
 
