@@ -30,7 +30,6 @@ _TRANSIENT_JAVA = re.compile(
     r"|software\.amazon\.awssdk\.core\.exception\.(SdkClientException|ApiCallTimeoutException"
     r"|ApiCallAttemptTimeoutException)"
     r"|S3Exception: .*Status Code: 5\d\d")
-T = TypeVar("T")
 _OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError|SparkOutOfMemoryError")
 
 
@@ -111,6 +110,9 @@ def transient(exc: BaseException) -> bool:
         if text is not None:
             return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text))
     return False
+
+
+T = TypeVar("T")
 
 
 def retrying(call: Callable[[], T], again: Callable[[BaseException], bool], *, attempts: int | None = None,
