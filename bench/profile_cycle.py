@@ -13,16 +13,20 @@ nothing written), so the differences between rows are what each stage adds:
 6. the sink's write: as 5, written by Iceberg's writer into the table's data files, uncommitted
    (``write.write_files``, as a cycle stages them)
 7. Spark alone: the same values from text files, ``from_json`` into the table's types, Parquet
+8. one record, read and prepared, back on the driver: a small cycle's read
 
-    python bench/profile_cycle.py [--records 500000] [--partitions 6] [--rounds 2]
+    python bench/profile_cycle.py [--records 500000] [--partitions 6] [--rounds 2] [--against KEY=VALUE ...]
 
-Prints the best of ``--rounds`` per stage (after one untimed run of every stage), and a JSON line.
+Prints the best (and the median) of ``--rounds`` per stage (after one untimed run of every stage), and a JSON line.
+With ``--against``, each stage also runs with those Spark SQL settings, the two alternating round by
+round in the same session: a setting's figures beside its baseline's, from one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +56,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--against", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark SQL setting to measure against the session's own (repeatable)")
     args = parser.parse_args()
+    against = dict(a.split("=", 1) for a in args.against)
     with tempfile.TemporaryDirectory() as tmp, Stack.embedded(Path(tmp) / "stack") as stack:
         topic = "profile"
         PizzaGenerator(seed=1).produce(stack, topic, count=args.records, partitions=args.partitions).wait()
@@ -95,7 +102,7 @@ def main() -> None:
             columns = [f.name for f in schema.fields]
             rows().select(*columns).write.mode("overwrite").option("compression", "zstd").parquet(str(staged))
 
-        metrics = Worker(config, spark, stack.catalog, kafka)._stat_metrics([])  # every partition read whole
+        metrics = Worker(config, spark, stack.catalog, kafka).counts.metrics([])  # every partition read whole
 
         def observed():  # type: ignore[no-untyped-def]
             # The figures a one-pass cycle observes and its write's bad rows, as the sink's Worker builds them.
@@ -122,17 +129,49 @@ def main() -> None:
             values = spark.read.text(str(text)).select(F.from_json("value", alone_schema).alias("r")).select("r.*")
             values.write.mode("overwrite").option("compression", "zstd").parquet(str(Path(tmp) / "alone"))
 
+        def one_record() -> None:  # a small cycle's read: planning, a task, one record back on the driver
+            first = ranges[0]
+            one = [OffsetRange(first.topic, first.partition, first.start, first.start + 1)]
+            assert len(with_payload(prepare(read_ranges(spark, kafka, one), False, [], None)).collect()) == 1
+
         stages = {"read": noop(raw), "+ prepare": noop(prepared), "+ rows": noop(rows), "+ Parquet (zstd)": write,
-                  "+ observed": noop(observed), "the sink's write (Iceberg)": iceberg, "Spark alone": alone}
-        for run in stages.values():  # once untimed: the JVM's JIT warms to every stage's code first
-            run()  # type: ignore[operator]
-        out = {}
-        for name, run in stages.items():
-            seconds = best(args.rounds, run)
-            out[name] = {"s": round(seconds, 3), "rps": round(records / seconds)}
-            print(f"{name:22s} {seconds:7.2f} s  {records / seconds:10,.0f} records/s", flush=True)
+                  "+ observed": noop(observed), "the sink's write (Iceberg)": iceberg, "Spark alone": alone,
+                  "one record, read to the driver": one_record}
+        baseline = {key: spark.conf.get(key, None) for key in against}
+        variants = {"baseline": baseline, **({"against": against} if against else {})}
+
+        def settings(conf: dict[str, str | None]) -> None:
+            for key, value in conf.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+
+        for conf in variants.values():  # once untimed: the JVM's JIT warms to every stage's code first
+            settings(conf)
+            for run in stages.values():
+                run()  # type: ignore[operator]
+        times: dict[str, dict[str, list[float]]] = {v: {name: [] for name in stages} for v in variants}
+        for _ in range(args.rounds):
+            for variant, conf in variants.items():
+                settings(conf)
+                for name, run in stages.items():
+                    times[variant][name].append(best(1, run))
+        settings(baseline)
+        out: dict[str, dict[str, dict[str, float]]] = {v: {} for v in variants}
+        if against:
+            print(f"against: {against} (baseline: {baseline})")
+        for name in stages:
+            line = f"{name:28s}"
+            for variant in variants:
+                seconds, median = min(times[variant][name]), statistics.median(times[variant][name])
+                out[variant][name] = {"s": round(seconds, 3), "rps": round(records / seconds),
+                                      "median_s": round(median, 3)}
+                line += f" {seconds:7.2f} s {records / seconds:10,.0f}/s (median {median:5.2f} s)"
+            print(line, flush=True)
         cores = spark.sparkContext.defaultParallelism
-        print(json.dumps({"records": records, "partitions": args.partitions, "cores": cores, "stages": out}))
+        print(json.dumps({"records": records, "partitions": args.partitions, "cores": cores, "against": against,
+                          "stages": out["baseline"], **({"against_stages": out["against"]} if against else {})}))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import order_ids, produce, run_cli, sink_config, sink_snapshots
 
 from sinklab.demo import SEED_CONFIG
@@ -22,7 +23,8 @@ from sinklab.generators import produce_json
 from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
 from sinklab.sink.config.keys import CYCLE_MAX_TASKS
 from sinklab.sink.cycle import coordinator as coordinator_module
-from sinklab.sink.records.reader import MIN_TASK_RECORDS
+from sinklab.sink.records.reader import MIN_TASK_RECORDS, read_ranges
+from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
 
@@ -67,6 +69,36 @@ def test_all_records_arrive_and_resume(stack: Stack, unique: str) -> None:
         assert {".parquet", ".avro", ".json"} <= written and ".crc" not in written, written
     finally:
         sink.stop()
+
+
+def test_a_cycle_reads_through_sparks_v2_kafka_reader_committed_records_only(stack: Stack, unique: str) -> None:
+    """The sink's session and the stack's read Kafka through Spark's V2 reader (KAFKA_V2_READS), which
+    skips an aborted transaction's records and the markers as the V1 source did."""
+    stack.create_topic(unique, partitions=1)
+    producer = Producer({**stack.kafka_config(), "transactional.id": f"tx-{unique}"})
+    producer.init_transactions(30)
+    for batch, commit in ((range(0, 5), True), (range(5, 8), False), (range(8, 12), True)):
+        producer.begin_transaction()
+        for i in batch:
+            producer.produce(unique, json.dumps({"order_id": f"o{i}"}).encode())
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    probe = Consumer({**stack.kafka_config(), "group.id": f"probe-{unique}"})
+    end = probe.get_watermark_offsets(TopicPartition(unique, 0), timeout=10)[1]  # markers included
+    probe.close()
+    sink = IcebergSink(stack, sink_config(unique))
+    try:
+        for session in (sink._session(), stack.spark):
+            raw = read_ranges(session, stack.kafka_config(), [OffsetRange(unique, 0, 0, end)])
+            assert "BatchScan KafkaTable" in raw._jdf.queryExecution().executedPlan().toString()
+            assert sorted(json.loads(r.value)["order_id"] for r in raw.collect()) == sorted(
+                f"o{i}" for i in (*range(0, 5), *range(8, 12)))
+        assert sink.run_once().records == 9
+    finally:
+        sink.stop()
+    assert sorted(order_ids(stack, f"{unique}.pizzas")) == sorted(f"o{i}" for i in (*range(0, 5), *range(8, 12)))
 
 
 def test_a_cycle_takes_at_most_its_max_tasks_and_writes_a_file_per_task(stack: Stack, unique: str) -> None:
