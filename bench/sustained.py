@@ -410,7 +410,9 @@ def round_rate(rate: float) -> float:
 def next_rate(probes: list[Probe], top: float) -> float | None:
     """The next rate to try; None once found to within 10%, or when the highest rate that may be tried held.
 
-    - Every rate so far held: twice the highest, at most ``top``.
+    - Every rate so far held: ``top``, so that a search ends bracketed (a rate that held and one that did
+      not) by its second window, or with the producer as the bound; doubling from a drain's rate ended
+      ``--quick``'s three windows with every rate held, a lower bound no ratio can be read from.
     - None held yet: 0.9 x what the lowest failure committed per second (the sink's throughput while it
       could not keep up), at most 0.8 x and at least a quarter of that failure's rate.
     - Otherwise the geometric middle of the highest success and the lowest failure above it: a bisection.
@@ -419,7 +421,7 @@ def next_rate(probes: list[Probe], top: float) -> float | None:
     above = [p for p in probes if not p.passed and (lo is None or p.rate > lo)]
     if not above:
         assert lo is not None
-        return None if lo >= top * 0.99 else round_rate(min(2 * lo, top))
+        return None if lo >= top * 0.99 else round_rate(top)
     hi = min(above, key=lambda p: p.rate)
     if lo is None:
         return round_rate(max(min(0.9 * hi.committed_rps, 0.8 * hi.rate), hi.rate / 4))
