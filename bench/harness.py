@@ -26,10 +26,11 @@ import numpy as np
 import paced_producer  # bench/paced_producer.py
 import pandas as pd
 import pyarrow as pa
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from sinklab.generators import PizzaGenerator
 from sinklab.maintenance import schedule
+from sinklab.retry import retrying
 from sinklab.sink import IcebergSink, load_config, read_control_log
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, identifier, load_state
 from sinklab.sink.wire import AVRO_CONVERTER, JSON_SCHEMA_CONVERTER, PayloadType, from_property, to_property
@@ -199,12 +200,22 @@ def pizza_payloads(folder: Path, count: int = PAYLOAD_POOL) -> Payloads:
     return Payloads(folder / "pizzas.jsonl", written, mean)
 
 
+# A topic just created: its partitions' leaders may not be known to every broker yet.
+LEADER_MOVING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                           KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
 def watermarks(stack: Stack, topic: str) -> dict[int, tuple[int, int]]:
     """(low, high) offsets of every partition of ``topic``."""
     consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "bench-watermarks"})
-    try:
+
+    def read() -> dict[int, tuple[int, int]]:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in partitions}
+
+    try:
+        return retrying(read, lambda e: isinstance(e, KafkaException) and e.args[0].code() in LEADER_MOVING,
+                        timeout_s=30, delay_s=0.5)
     finally:
         consumer.close()
 
