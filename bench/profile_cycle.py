@@ -161,13 +161,14 @@ def main() -> None:
         out: dict[str, dict[str, dict[str, float]]] = {v: {} for v in variants}
         if against:
             print(f"against: {against} (baseline: {baseline})")
-        for name in stages:
+        for name, run in stages.items():
             line = f"{name:28s}"
+            carried = 1 if run is one_record else records
             for variant in variants:
                 seconds, median = min(times[variant][name]), statistics.median(times[variant][name])
-                out[variant][name] = {"s": round(seconds, 3), "rps": round(records / seconds),
+                out[variant][name] = {"s": round(seconds, 3), "rps": round(carried / seconds),
                                       "median_s": round(median, 3)}
-                line += f" {seconds:7.2f} s {records / seconds:10,.0f}/s (median {median:5.2f} s)"
+                line += f" {seconds:7.2f} s {carried / seconds:10,.0f}/s (median {median:5.2f} s)"
             print(line, flush=True)
         cores = spark.sparkContext.defaultParallelism
         print(json.dumps({"records": records, "partitions": args.partitions, "cores": cores, "against": against,
