@@ -42,13 +42,10 @@ from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 
 
-def best(rounds: int, run: object) -> float:
-    times = []
-    for _ in range(rounds):
-        began = time.monotonic()
-        run()  # type: ignore[operator]
-        times.append(time.monotonic() - began)
-    return min(times)
+def timed(run: object) -> float:
+    began = time.monotonic()
+    run()  # type: ignore[operator]
+    return time.monotonic() - began
 
 
 def main() -> None:
@@ -156,7 +153,7 @@ def main() -> None:
             for variant, conf in variants.items():
                 settings(conf)
                 for name, run in stages.items():
-                    times[variant][name].append(best(1, run))
+                    times[variant][name].append(timed(run))
         settings(baseline)
         out: dict[str, dict[str, dict[str, float]]] = {v: {} for v in variants}
         if against:
