@@ -85,7 +85,7 @@ def test_topic_regex_matches_daily_topics() -> None:
     ({"iceberg.tables.route-field": "k", "iceberg.table.ns.t.route-regex": "a("}, "iceberg.table.ns.t.route-regex"),
     ({"iceberg.table.ns.t.route-regex": "a"}, "iceberg.table.ns.t.route-regex"),
     ({"errors.tolerance": "all"}, "errors.deadletterqueue.topic.name"),
-    ({"transforms": "x", "transforms.x.type": "org.apache.kafka.connect.transforms.InsertField$Value"},
+    ({"transforms": "x", "transforms.x.type": "io.confluent.connect.transforms.ExtractTopic$Value"},
      "transforms.x.type"),
     ({"transforms": "x"}, "transforms.x.type"),
 ])
@@ -110,8 +110,9 @@ def test_partition_fields_and_transforms_are_read() -> None:
     })
     assert [f.ddl for f in config.table_partition_by("ns.t")] == ["days(`ts`)", "bucket(16, `id`)"]
     assert [f.ddl for f in config.table_partition_by("ns.u")] == ["truncate(4, `name`)", "`region`"]
-    assert config.transforms == [KafkaMetadata(nested=True), Debezium(target_pattern="cdc.{table}"),
-                                 Flatten(delimiter="__")]
+    assert config.transforms == [KafkaMetadata(alias="meta", nested=True),
+                                 Debezium(alias="dbz", target_pattern="cdc.{table}"),
+                                 Flatten(alias="sinklab.flatten", delimiter="__")]
 
 
 def test_the_settings_a_sink_keeps_on_its_tables_hold_no_credentials_and_read_back() -> None:

@@ -1,52 +1,172 @@
-"""Single-message transforms and schema evolution planning: pure logic, no Spark session."""
+"""Single-message transforms as Spark expressions, one record frame at a time on the stack's Spark (each
+step's semantics; tests/test_connect_transforms.py compares whole chains with Kafka's own classes), the
+refusals of what sinklab cannot run, and schema evolution planning (pure logic)."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import pytest
 from pyspark.sql import types as T
 
-from sinklab.exceptions import TransformError
-from sinklab.sink.config.transforms import Debezium, KafkaMetadata, Meta, debezium, flatten, kafka_metadata
+from sinklab.exceptions import ConfigError
+from sinklab.sink.config.sink_config import load_config
+from sinklab.sink.records.columns import ERROR, KEY_TEXT
+from sinklab.sink.records.prepare import prepare
 from sinklab.sink.tables.evolve import plan_changes
+from sinklab.stack import Stack
 
-META = Meta(topic="t", partition=1, offset=42, timestamp=1700000000000, key="k1")
+K = "org.apache.kafka.connect.transforms."
+ICEBERG = "org.apache.iceberg.connect.transforms."
+RAW = T.StructType([T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
+                    T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+                    T.StructField("offset", T.LongType()), T.StructField("timestamp", T.LongType()),
+                    T.StructField("headers", T.ArrayType(T.StructType([T.StructField("key", T.StringType()),
+                                                                        T.StructField("value", T.BinaryType())])))])
+STAMP = 1704371293123  # 2024-01-04T12:28:13.123Z
 
 
-def test_kafka_metadata_flat_nested_and_schema() -> None:
-    flat, schema = kafka_metadata(KafkaMetadata(), {"id": 1}, {"type": "struct", "fields": []}, META)
-    assert flat == {"id": 1, "_kafka_metadata_topic": "t", "_kafka_metadata_partition": 1,
-                    "_kafka_metadata_offset": 42, "_kafka_metadata_record_timestamp": 1700000000000}
-    assert schema is not None and [f["field"] for f in schema["fields"]][0] == "_kafka_metadata_topic"
-    nested, _ = kafka_metadata(KafkaMetadata(nested=True, external_field=("env", "prod")), {"id": 1}, None, META)
-    assert nested["_kafka_metadata"]["offset"] == 42 and nested["_kafka_metadata"]["env"] == "prod"
+def chain(stack: Stack, conf: dict[str, Any], values: list[Any], envelope: bool = False, topic: str = "orders",
+          headers: list[list[tuple[str, bytes]]] | None = None,
+          key: bytes | None = b'{"id":7}') -> list[dict[str, Any]]:
+    """The records as prepared with the transforms of ``conf``: payload (parsed), schema, error, key text."""
+    config = load_config({"name": "s", "topics": topic, "iceberg.tables": "n.t",
+                          "value.converter.schemas.enable": str(envelope).lower(), **conf})
+    rows = [(key, None if v is None else json.dumps(v).encode(), topic, 0, i, STAMP,
+             (headers or [])[i] if headers and i < len(headers) else []) for i, v in enumerate(values)]
+    prepared = prepare(stack.spark.createDataFrame(rows, RAW), config.schemas_enable, config.transforms,
+                       config.route_field)
+    out = []
+    for r in prepared.orderBy("offset").collect():
+        d = r.asDict()
+        out.append({"offset": d["offset"], "payload": json.loads(d["_payload"]) if d["_payload"] else None,
+                    "schema": json.loads(d["_schema"]) if d["_schema"] else None, "error": d[ERROR],
+                    "key": d.get(KEY_TEXT)})
+    return out
 
 
-def test_flatten_values_and_schema() -> None:
+def one(kind: str, cls: str, **settings: str) -> dict[str, str]:
+    return {"transforms": kind, f"transforms.{kind}.type": cls, **{f"transforms.{kind}.{k.replace('_', '.')}": v
+                                                                   for k, v in settings.items()}}
+
+
+@pytest.mark.spark
+def test_kafka_metadata_flat_nested_and_schema(stack: Stack) -> None:
+    [flat] = chain(stack, one("meta", ICEBERG + "KafkaMetadataTransform"), [{"id": 1}])
+    assert flat["payload"] == {"id": 1, "_kafka_metadata_topic": "orders", "_kafka_metadata_partition": 0,
+                               "_kafka_metadata_offset": 0, "_kafka_metadata_record_timestamp": STAMP}
+    conf = {**one("meta", ICEBERG + "KafkaMetadataTransform"), "transforms.meta.nested": "true",
+            "transforms.meta.external_field": "env,prod"}
+    envelope = {"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]}, "payload": {"id": 1}}
+    [nested] = chain(stack, conf, [envelope], envelope=True)
+    assert nested["payload"]["_kafka_metadata"] == {"topic": "orders", "partition": 0, "offset": 0,
+                                                    "record_timestamp": STAMP, "env": "prod"}
+    added = nested["schema"]["fields"][1]
+    assert added["field"] == "_kafka_metadata" and [f["field"] for f in added["fields"]] == [
+        "topic", "partition", "offset", "record_timestamp", "env"]
+
+
+@pytest.mark.spark
+def test_flatten_values_and_schema(stack: Stack) -> None:
     payload = {"a": {"b": {"c": 1}, "d": [1, {"x": 2}]}, "e": None}
     schema = {"type": "struct", "fields": [
         {"field": "a", "type": "struct", "optional": False, "fields": [
             {"field": "b", "type": "struct", "optional": True, "fields": [
                 {"field": "c", "type": "int64", "optional": False}]}]}]}
-    out, flat_schema = flatten("_", payload, schema)
-    assert out == {"a_b_c": 1, "a_d": [1, {"x": 2}], "e": None}  # lists are kept, as in Connect's Flatten
-    assert flat_schema == {"type": "struct", "fields": [{"field": "a_b_c", "type": "int64", "optional": True}]}
+    [out] = chain(stack, one("f", K + "Flatten$Value", delimiter="_"), [{"schema": schema, "payload": payload}],
+                  envelope=True)
+    assert out["payload"] == {"a_b_c": 1, "a_d": [1, {"x": 2}], "e": None}  # lists kept, as Connect's Flatten does
+    assert out["schema"]["fields"] == [{"field": "a_b_c", "type": "int64", "optional": True}]
+    deep: dict[str, Any] = {"v": 1}
+    for _ in range(10):
+        deep = {"n": deep}
+    [too_deep] = chain(stack, one("f", K + "Flatten$Value"), [deep])
+    assert "nests deeper than 9 levels" in too_deep["error"] and "'f' (Flatten)" in too_deep["error"]
 
 
-def test_debezium_ops_and_images() -> None:
+@pytest.mark.spark
+def test_debezium_ops_and_images(stack: Stack) -> None:
     source = {"db": "shop", "table": "orders"}
-    created, _ = debezium(Debezium(), {"op": "c", "after": {"id": 1}, "ts_ms": 5, "source": source}, None, META)
-    assert created == {"id": 1, "_cdc": {"op": "I", "ts": 5, "offset": 42, "source": "shop.orders",
-                                         "target": "shop.orders", "key": "k1"}}
-    deleted, _ = debezium(Debezium(target_pattern="cdc.{table}"),
-                          {"op": "d", "before": {"id": 1}, "after": None, "source": source}, None, META)
-    assert deleted["id"] == 1 and deleted["_cdc"]["op"] == "D" and deleted["_cdc"]["target"] == "cdc.orders"
-    snapshot, _ = debezium(Debezium(), {"op": "r", "after": {"id": 2}, "source": source}, None, META)
-    assert snapshot["_cdc"]["op"] == "I"
-    assert debezium(Debezium(), {"op": "u", "after": {"id": 3}, "source": source}, None, META)[0]["_cdc"]["op"] == "U"
-    with pytest.raises(TransformError, match="op"):
-        debezium(Debezium(), {"id": 1}, None, META)
-    with pytest.raises(TransformError, match="after"):
-        debezium(Debezium(), {"op": "u", "after": None}, None, META)
+    events = [{"op": "c", "after": {"id": 1}, "ts_ms": 5, "source": source},
+              {"op": "d", "before": {"id": 1}, "after": None, "source": source},
+              {"op": "r", "after": {"id": 2}, "source": source}, {"op": "u", "after": {"id": 3}, "source": source},
+              {"id": 1}, {"op": "u", "after": None}]
+    created, deleted, snapshot, updated, no_op, no_image = chain(
+        stack, {**one("dbz", ICEBERG + "DebeziumTransform"), "transforms.dbz.cdc.target.pattern": "cdc.{table}"},
+        events)
+    assert created["payload"] == {"id": 1, "_cdc": {"op": "I", "ts": 5, "offset": 0, "source": "shop.orders",
+                                                    "target": "cdc.orders", "key": '{"id":7}'}}
+    assert deleted["payload"]["id"] == 1 and deleted["payload"]["_cdc"]["op"] == "D"
+    assert snapshot["payload"]["_cdc"]["op"] == "I" and updated["payload"]["_cdc"]["op"] == "U"
+    assert "not a Debezium change event: op is missing" in no_op["error"]
+    assert "has no after row image" in no_image["error"]
+
+
+@pytest.mark.spark
+def test_the_key_side_and_the_steps_no_chain_test_shows(stack: Stack) -> None:
+    """ExtractField$Key, ValueToKey, HoistField, MaskField's replacement, a cast of the whole value,
+    TimestampRouter, header steps with a negated predicate, ExtractField V2 paths."""
+    conf = {"transforms": "vk,xk,hoist", "transforms.vk.type": K + "ValueToKey", "transforms.vk.fields": "id,n",
+            "transforms.xk.type": K + "ExtractField$Key", "transforms.xk.field": "id",
+            "transforms.hoist.type": K + "HoistField$Value", "transforms.hoist.field": "inner"}
+    [keyed, no_field] = chain(stack, conf, [{"id": 42, "n": "x"}, {"n": "y"}])
+    assert keyed["key"] == "42" and keyed["payload"] == {"inner": {"id": 42, "n": "x"}}
+    assert "the value has no field id" in no_field["error"]
+
+    [masked] = chain(stack, one("m", K + "MaskField$Value", fields="card,qty,gone", replacement="99"),
+                     [{"card": "4111", "qty": 3, "ok": True}])
+    assert masked["payload"] == {"card": "99", "qty": 99, "ok": True}
+    [bad_mask] = chain(stack, one("m", K + "MaskField$Value", fields="ok", replacement="x"), [{"ok": 5}])
+    assert "cannot mask ok with 'x'" in bad_mask["error"]
+
+    [whole, not_int] = chain(stack, {**one("x", K + "ExtractField$Value", field="a.b"),
+                                     "transforms.x.field.syntax.version": "V2",
+                                     "transforms": "x,c", "transforms.c.type": K + "Cast$Value",
+                                     "transforms.c.spec": "int64"},
+                             [{"a": {"b": "12"}}, {"a": {"b": "twelve"}}])
+    # A value that is no struct afterwards is no row: the sink says so, as Apache's sink fails on it.
+    assert "no struct or map after the transforms" in whole["error"]
+    assert "cannot cast the value to int64" in not_int["error"]
+
+    conf = {"transforms": "tr,drop,add,only", "transforms.tr.type": K + "TimestampRouter",
+            "transforms.tr.topic.format": "${topic}_${timestamp}", "transforms.tr.timestamp.format": "yyyy-MM",
+            "transforms.drop.type": K + "DropHeaders", "transforms.drop.headers": "a",
+            "transforms.add.type": K + "InsertHeader", "transforms.add.header": "b",
+            "transforms.add.value.literal": "1",
+            "transforms.only.type": K + "Filter", "transforms.only.predicate": "hasb", "transforms.only.negate": "true",
+            "predicates": "hasb", "predicates.hasb.type": K + "predicates.HasHeaderKey", "predicates.hasb.name": "b",
+            "transforms.ins.type": K + "InsertField$Value"}
+    conf["transforms"] += ",ins"
+    conf["transforms.ins.topic.field"] = "t"
+    [kept] = chain(stack, conf, [{"id": 1}], headers=[[("a", b"x")]])
+    assert kept["payload"] == {"id": 1, "t": "orders_2024-01"}  # negated: dropped only without header b
+
+
+def test_what_sinklab_cannot_run_is_refused_naming_the_alias_and_the_class() -> None:
+    base = {"name": "s", "topics": "a", "iceberg.tables": "n.t"}
+    with pytest.raises(ConfigError) as custom:
+        load_config({**base, **one("pm", "com.github.jcustenborder.kafka.connect.transform.common."
+                                   "PatternMapString$Value")})
+    assert custom.value.key == "transforms.pm.type" and "'pm'" in str(custom.value)
+    assert "PatternMapString" in str(custom.value) and "run it where the records are produced" in str(custom.value)
+    with pytest.raises(ConfigError) as formless:
+        load_config({**base, **one("c", K + "Cast")})
+    assert formless.value.key == "transforms.c.type" and "$Key or $Value" in str(formless.value)
+    with pytest.raises(ConfigError) as spec:
+        load_config({**base, **one("c", K + "Cast$Value", spec="a:uuid")})
+    assert spec.value.key == "transforms.c.spec" and "'uuid'" in str(spec.value)
+    with pytest.raises(ConfigError) as predicate:
+        load_config({**base, **one("f", K + "Filter", predicate="nope")})
+    assert predicate.value.key == "transforms.f.predicate"
+    with pytest.raises(ConfigError) as string_target:
+        load_config({**base, **one("t", K + "TimestampConverter$Value", field="a", target_type="string")})
+    assert string_target.value.key == "transforms.t.format"
+    noted = load_config({**base, **one("f", K + "Flatten$Value", delimiter="_", colour="red")})
+    assert noted.notes == ["transforms.f.colour: not a setting of Flatten$Value: ignored, as Kafka Connect ignores it"]
+    older = load_config({**base, **one("r", K + "ReplaceField$Value", whitelist="a", blacklist="b")})
+    assert (older.transforms[0].include, older.transforms[0].exclude) == (("a",), ("b",))
+    assert "Kafka Connect 4.0 and later ignore them" in older.notes[0]
 
 
 def field(name: str, dtype: T.DataType, nullable: bool = True) -> T.StructField:

@@ -41,6 +41,7 @@ TOPICS: Final = "topics"
 TOPICS_REGEX: Final = "topics.regex"
 HEADER_CONVERTER: Final = "header.converter"
 TRANSFORMS: Final = "transforms"
+PREDICATES: Final = "predicates"
 ERRORS_TOLERANCE: Final = "errors.tolerance"
 ERRORS_TOLERANCE_DEFAULT: Final = "none"
 ERRORS_DLQ_TOPIC: Final = "errors.deadletterqueue.topic.name"
@@ -430,15 +431,23 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="How Connect reads headers."),
     # ---- Transforms
     Key(TRANSFORMS, "LIST", "connect", "Transforms", default="", importance="LOW",
-        doc="The aliases of the transforms to run, in order: Iceberg's `KafkaMetadataTransform` (`_kafka_metadata_*` "
-            "columns, or one nested) and `DebeziumTransform` (the row image, with `_cdc`), and Kafka's "
-            "`Flatten$Value`."),
+        doc="The aliases of the transforms to run, in order, as Spark expressions on the records: Kafka Connect's "
+            "own (InsertField, ReplaceField, MaskField, Cast, TimestampConverter, ExtractField, HoistField, "
+            "ValueToKey, Flatten, RegexRouter, TimestampRouter, Filter, DropHeaders, InsertHeader, HeaderFrom, "
+            "SetSchemaMetadata) and Iceberg's `KafkaMetadataTransform` and `DebeziumTransform`. Any other class is "
+            "refused before the sink starts (docs/connect.md, \"Transforms\")."),
     Key(TRANSFORMS + ".<alias>.type", "CLASS", "connect", "Transforms", importance="LOW",
-        doc="The transform's class."),
+        doc="The transform's class, with its `$Key` or `$Value` form where it has one."),
     Key(TRANSFORMS + ".*", "STRING", "connect", "Transforms", importance="LOW",
-        doc="A transform's settings, `transforms.<alias>.<setting>`: `field_name`, `nested`, `external_field` "
-            "(KafkaMetadataTransform), `cdc.target.pattern` (DebeziumTransform), `delimiter` (Flatten); others are "
-            "reported and ignored."),
+        doc="A transform's settings, `transforms.<alias>.<setting>`, as its class documents them, and "
+            "`predicate` and `negate`; a setting the class does not have changes nothing (noted)."),
+    Key(PREDICATES, "LIST", "connect", "Transforms", default="", importance="LOW",
+        doc="The aliases of the predicates transforms name: Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, "
+            "`RecordIsTombstone`."),
+    Key(PREDICATES + ".<alias>.type", "CLASS", "connect", "Transforms", importance="LOW",
+        doc="The predicate's class."),
+    Key(PREDICATES + ".*", "STRING", "connect", "Transforms", importance="LOW",
+        doc="A predicate's settings: `pattern` (TopicNameMatches), `name` (HasHeaderKey)."),
     Key(FLATTEN, "BOOLEAN", "sinklab", "Transforms", default=False, importance="LOW",
         doc="Flatten nested fields into columns after the transforms, their names joined by "
             "`sinklab.flatten.separator`."),

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sinklab.exceptions import ConfigError
 from sinklab.sink.config import keys
 from sinklab.sink.config.keys import Key
-from sinklab.sink.config.transforms import TRANSFORM_CLASSES, Debezium, Flatten, KafkaMetadata, Transform
+from sinklab.sink.config.transforms import Flatten, Transform, read_chain
 from sinklab.sink.wire.avro import AVRO_CONVERTER
 from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.wire.registry import Format, RegistrySettings, strategy_name
@@ -280,33 +280,11 @@ def read_value(decl: Key, key: str, value: Any) -> Any:
 
 
 def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
-    """Kafka Connect's ``transforms`` chain, for the transforms sinklab implements."""
-    out: list[Transform] = []
-    for alias in _list(conf.get(keys.TRANSFORMS, "")):
-        prefix = f"{keys.TRANSFORMS}.{alias}."
-        cls = conf.get(f"{prefix}type")
-        if cls is None:
-            raise ConfigError(f"{prefix}type", f"transform {alias!r} has no type")
-        model = TRANSFORM_CLASSES.get(str(cls))
-        if model is None:
-            raise ConfigError(f"{prefix}type", f"sinklab cannot run transform {cls!r} (it runs "
-                              f"{', '.join(sorted({c.rsplit('.', 1)[-1] for c in TRANSFORM_CLASSES}))})")
-        props = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix) and k != f"{prefix}type"}
-        if model is KafkaMetadata:
-            external = props.pop("external_field", None)
-            pair = tuple(str(external).split(",", 1)) if external else None
-            if pair is not None and len(pair) != 2:
-                raise ConfigError(f"{prefix}external_field", f"expected 'name,value', got {external!r}")
-            out.append(KafkaMetadata(field_name=str(props.pop("field_name", "_kafka_metadata")),
-                                     nested=_bool(f"{prefix}nested", props.pop("nested", False)),
-                                     external_field=pair))  # type: ignore[arg-type]
-        elif model is Flatten:
-            out.append(Flatten(delimiter=str(props.pop("delimiter", "."))))
-        else:
-            out.append(Debezium(target_pattern=props.pop("cdc.target.pattern", None)))
-        notes.extend(f"{prefix}{k}: unknown transform setting ignored" for k in props)
+    """Kafka Connect's ``transforms`` chain (``transforms.read_chain``), then sinklab's own flattening."""
+    out: list[Transform] = read_chain(conf, notes)  # type: ignore[assignment]
     if keys.FLATTEN_SEPARATOR in conf or _bool(keys.FLATTEN, conf.get(keys.FLATTEN, False)):
-        out.append(Flatten(delimiter=str(conf.get(keys.FLATTEN_SEPARATOR, keys.FLATTEN_SEPARATOR_DEFAULT))))
+        out.append(Flatten(alias=keys.FLATTEN, delimiter=str(conf.get(keys.FLATTEN_SEPARATOR,
+                                                                       keys.FLATTEN_SEPARATOR_DEFAULT))))
     return out
 
 

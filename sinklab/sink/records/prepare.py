@@ -1,21 +1,17 @@
 """Kafka's records to the text a table's rows are read from: the payload's JSON, its Connect schema,
 the route value, the row operation, and an ERROR for a record no table could take (undecodable,
-malformed, not an object), all in Spark SQL; the transform chain, when a sink configures one."""
+malformed, not an object), all in Spark SQL; then the transform chain, when a sink configures one
+(``transform``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sinklab.exceptions import TransformError
 from sinklab.sink.config.keys import VALUE_SCHEMAS_ENABLE
-from sinklab.sink.config.transforms import Meta, apply
 from sinklab.sink.records.columns import (
     ERROR,
     KEY_SCHEMA_ID,
@@ -32,12 +28,13 @@ from sinklab.sink.records.kinds import (
     NOT_AN_OBJECT,
     UNDECODABLE,
 )
+from sinklab.sink.records.transform import apply_chain
 from sinklab.sink.wire.text import utf8_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from sinklab.sink.config.transforms import Transform
+    from sinklab.sink.config.transforms import Step as Transform
     from sinklab.sink.records.framed import FramedDecoder
 
 def not_an_object(text: Column) -> Column:
@@ -73,7 +70,8 @@ class Preparation:
     def apply(self, raw_df: DataFrame) -> DataFrame:
         out = raw_df.select(*self.select)
         if self.transforms:
-            out = apply_in_spark(out, self.transforms)
+            key_text = F.col(KEY_TEXT) if KEY_TEXT in out.columns else utf8_text(F.col("key"))
+            out = apply_chain(out, self.transforms, key_text)
         out = out.select("*", *self.then)
         return out if self.last is None else out.withColumn(ERROR, self.last)
 
@@ -135,7 +133,8 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
         everywhere = check_objects is True
         shape = F.when(undecodable, F.lit(f"{UNDECODABLE}: value is not UTF-8 text")).otherwise(
             not_an_object(text) if everywhere else F.when(_not_braced(text).isNotNull(), not_an_object(text)))
-    shape = F.coalesce(shape, _not_braced(payload))
+    # A tombstone is no bad record: it is skipped, or deletes the row its key names (``_finish``).
+    shape = F.when(F.col("value").isNotNull(), F.coalesce(shape, _not_braced(payload)))
     # Records to be cached leave out the payload when it is the value's text (``with_payload`` derives it
     # after the cache, which then holds the value once); uncached, the text is decoded once, here.
     as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
@@ -179,34 +178,3 @@ def with_payload(prepared: DataFrame) -> DataFrame:
     if PAYLOAD in prepared.columns:
         return prepared
     return prepared.withColumn(PAYLOAD, utf8_text(F.col("value")))
-
-
-def apply_in_spark(records: DataFrame, transforms: list[Transform]) -> DataFrame:
-    """``records`` (META, key, _payload, _schema, ERROR) with the transforms applied to the good ones;
-    a record a transform rejects gets ``_error`` set instead."""
-    chain = list(transforms)
-    columns = records.columns
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            data = batch.to_pydict()
-            payloads, schemas, errors = data["_payload"], data["_schema"], data[ERROR]
-            keys = data.get(KEY_TEXT)  # framed keys, decoded by prepare
-            for i, text in enumerate(payloads):
-                if errors[i] is not None or text is None or data["value"][i] is None:
-                    continue  # bad already, or a tombstone (a delete by key): nothing to transform
-                key = keys[i] if keys is not None else data["key"][i]
-                meta = Meta(topic=data["topic"][i], partition=data["partition"][i], offset=data["offset"][i],
-                            timestamp=data["timestamp"][i],
-                            key=key.decode("utf-8", "replace") if isinstance(key, bytes) else key)
-                try:
-                    schema = json.loads(schemas[i]) if schemas[i] else None
-                    payload, schema = apply(chain, json.loads(text), schema, meta)
-                except (TransformError, KeyError, TypeError, ValueError) as exc:
-                    errors[i] = f"transform: {type(exc).__name__}: {exc}"
-                    continue
-                payloads[i] = json.dumps(payload, separators=(",", ":"))
-                schemas[i] = json.dumps(schema, separators=(",", ":")) if schema is not None else None
-            yield pa.RecordBatch.from_pydict(data, schema=batch.schema)
-
-    return records.mapInArrow(run, records.schema).select(*columns)
