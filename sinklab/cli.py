@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     connect.set_defaults(func=cmd_connect, connect_command=None)
     connect_sub = connect.add_subparsers(dest="connect_command")
     for verb, text in (("apply", "PUT every connector JSON of DIR; report created / updated / unchanged"),
-                       ("diff", "print what apply would change; exit 2 when something would")):
+                       ("diff", "print what apply would change; exit 4 when something would")):
         cmd = connect_sub.add_parser(verb, help=text)
         cmd.add_argument("dir", help="a folder of connector JSON files ({name, config} or a flat config named by "
                                      "its file)")
@@ -181,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "http://localhost:8083)")
         cmd.add_argument("--stack", dest="target_stack", help="stack.json whose connect_url to use")
         cmd.set_defaults(func=cmd_connect)
+    validate = connect_sub.add_parser(
+        "validate", help="read a connector config as the sink would: every key it ignores, and why; exit 1 on a "
+                         "key it refuses, naming it")
+    validate.add_argument("config", help="a connector JSON file ({name, config} or a flat config named by its file)")
+    validate.set_defaults(func=cmd_connect)
 
     jar = sub.add_parser("jars", help="the JVM parts' jars, from Maven Central by pinned coordinate")
     jar_sub = jar.add_subparsers(dest="jars_command", required=True)

@@ -26,7 +26,7 @@ def test_sink_on_a_standalone_cluster_is_exactly_once_across_a_driver_kill(
         stack: Stack, stack_file: Path, tmp_path: Path, unique: str) -> None:
     stack.create_topic(unique, partitions=2)
     table = f"{unique}.pizzas"
-    # KafkaMetadataTransform runs in Python on the executors: their Python workers need sinklab too.
+    # A transform in the chain: its Spark expressions run on the executors like the rest of the cycle.
     config = sink_config(unique, [table], **{
         "transforms": "meta", "transforms.meta.type": "org.apache.iceberg.connect.transforms.KafkaMetadataTransform"})
     config_file = tmp_path / "sink.json"

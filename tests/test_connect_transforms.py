@@ -6,13 +6,14 @@ same records; the two tables are compared row by row (and, auto-created, column 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from pyiceberg.schema import Schema
-from pyiceberg.types import BooleanType, DoubleType, IntegerType, LongType, NestedField, StringType
+from pyiceberg.types import BooleanType, DoubleType, IntegerType, LongType, NestedField, StringType, StructType
 
 from sinklab.sink import IcebergSink
 from sinklab.stack import Stack
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.spark
 K = "org.apache.kafka.connect.transforms."
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def worker(stack: Stack) -> Iterator[ConnectWorker]:
     with ConnectWorker(stack, scratch_dir(stack)) as w:
         yield w
@@ -31,7 +32,7 @@ def worker(stack: Stack) -> Iterator[ConnectWorker]:
 
 def rows(stack: Stack, table: str) -> list[dict[str, Any]]:
     found = stack.catalog.load_table(tuple(table.split("."))).scan().to_arrow().to_pylist()
-    return sorted(found, key=lambda r: r["id"])
+    return sorted(found, key=lambda r: r.get("id", r.get("o_id")))
 
 
 def types(stack: Stack, table: str) -> dict[str, str]:
@@ -40,8 +41,6 @@ def types(stack: Stack, table: str) -> dict[str, str]:
 
 
 def wait_for_rows(stack: Stack, worker: ConnectWorker, name: str, table: str, expected: int) -> None:
-    import time
-
     deadline = time.monotonic() + 180
     while True:
         worker.check(name)  # a failed task raises with its trace
@@ -59,11 +58,16 @@ def through_both(stack: Stack, worker: ConnectWorker, unique: str, config: dict[
                  expected: int) -> tuple[str, str]:
     """``config`` run by Apache's sink into ``<unique>.apache`` and by sinklab into ``<unique>.sinklab``."""
     apache, ours = f"{unique}.apache", f"{unique}.sinklab"
-    worker.add(on_stack(stack, {**config, "name": f"apache-{unique}", "iceberg.tables": apache,
+    regex = config.pop(f"iceberg.table.{unique}.route-regex", None)
+
+    def routed(table: str) -> dict[str, str]:  # the route regex given for <unique>, for each sink's own table
+        return {f"iceberg.table.{table}.route-regex": regex} if regex else {}
+
+    worker.add(on_stack(stack, {**config, "name": f"apache-{unique}", "iceberg.tables": apache, **routed(apache),
                                 "iceberg.catalog": stack.info.catalog_name,
                                 "iceberg.control.commit.interval-ms": "1000"}))
     sink = IcebergSink(stack, {"name": f"sinklab-{unique}", "config": {**config, "iceberg.tables": ours,
-                                                                         "iceberg.catalog": "sinklab"}})
+                                                                         **routed(ours), "iceberg.catalog": "sinklab"}})
     try:
         assert sink.run_once() is not None
     finally:
@@ -85,7 +89,8 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
         stack: Stack, worker: ConnectWorker, unique: str) -> None:
     """RegexRouter → InsertField (topic, partition, offset, timestamp, static) → ReplaceField (exclude,
     renames) → MaskField → Cast → TimestampConverter (string → unix, unix → string) → HeaderFrom (move) →
-    Flatten → Filter on HasHeaderKey, and a Filter of tombstones, on plain JSON into a table that exists."""
+    Flatten → Filter on HasHeaderKey, and a Filter of tombstones first, on plain JSON into a table that
+    exists, routed by the field that holds the new topic (iceberg.tables.route-field)."""
     stack.create_topic(unique)
     records: list[tuple[dict[str, Any] | None, list[tuple[str, bytes]]]] = [(
         {"id": i, "name": f"n{i}", "secret2": "s", "card": "4111-1111", "qty2": 3, "n": str(10 + i), "price": 5 + i,
@@ -128,6 +133,8 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
         "predicates": "skipped,tombstone",
         "predicates.skipped.type": K + "predicates.HasHeaderKey", "predicates.skipped.name": "skip",
         "predicates.tombstone.type": K + "predicates.RecordIsTombstone",
+        # Routed by the topic RegexRouter renamed, which InsertField put in `src`.
+        "iceberg.tables.route-field": "src", f"iceberg.table.{unique}.route-regex": ".*-routed",
     }
     apache, ours = through_both(stack, worker, unique, config, expected=7)
     theirs, mine = rows(stack, apache), rows(stack, ours)
@@ -178,3 +185,86 @@ def test_a_chain_on_connects_schema_envelope_auto_creates_what_kafkas_classes_cr
     assert set(types(stack, ours)) == {"id", "name", "total", "at", "shop_city", "shop_size", "src", "kts"}
     assert types(stack, ours)["at"] == "timestamptz" and types(stack, ours)["total"] == "long"
     assert rows(stack, ours) == rows(stack, apache)
+
+
+def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack, worker: ConnectWorker,
+                                                                  unique: str) -> None:
+    """Iceberg's DmsTransform (a record that is no DMS record skipped) → CopyValue → KafkaMetadataTransform,
+    through Iceberg's own classes in the worker and through sinklab, into a table that exists."""
+    stack.create_topic(unique)
+    ops = ["load", "insert", "update", "delete"]
+    records = [({"data": {"id": i, "name": f"n{i}"}, "metadata": {
+        "operation": ops[i % 4], "timestamp": f"2024-01-04T12:28:0{i}.000000Z", "schema-name": "shop",
+        "table-name": "orders"}}, []) for i in range(6)]
+    produce(stack, unique, [*records[:3], ({"id": 99, "not": "dms"}, []), *records[3:]])
+    cdc = StructType(NestedField(20, "op", StringType(), required=False),
+                     NestedField(21, "ts", StringType(), required=False),
+                     NestedField(22, "source", StringType(), required=False))
+    columns = [("id", LongType()), ("name", StringType()), ("_cdc", cdc), ("copied", StringType()),
+               ("_kafka_metadata_topic", StringType()), ("_kafka_metadata_partition", IntegerType()),
+               ("_kafka_metadata_offset", LongType()), ("_kafka_metadata_timestamp", LongType())]
+    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
+    stack.catalog.create_namespace_if_not_exists(unique)
+    for table in ("apache", "sinklab"):
+        stack.catalog.create_table((unique, table), schema)
+    iceberg = "org.apache.iceberg.connect.transforms."
+    config = {"topics": unique, "value.converter.schemas.enable": "false",
+              "iceberg.tables.auto-create-enabled": "false", "transforms": "dms,copy,meta",
+              "transforms.dms.type": iceberg + "DmsTransform",
+              "transforms.copy.type": iceberg + "CopyValue", "transforms.copy.source.field": "name",
+              "transforms.copy.target.field": "copied",
+              "transforms.meta.type": iceberg + "KafkaMetadataTransform"}
+    apache, ours = through_both(stack, worker, unique, config, expected=6)
+    mine = rows(stack, ours)
+    assert mine == rows(stack, apache)
+    assert [(r["id"], r["_cdc"]["op"], r["copied"]) for r in mine[:4]] == [
+        (0, "I", "n0"), (1, "I", "n1"), (2, "U", "n2"), (3, "D", "n3")]
+    assert mine[0]["_cdc"]["source"] == "shop.orders" and mine[4]["_kafka_metadata_offset"] == 5
+
+
+def test_a_chain_of_the_other_kafka_transforms_writes_what_kafkas_classes_write(
+        stack: Stack, worker: ConnectWorker, unique: str) -> None:
+    """ExtractField (a nested object) → HoistField → Flatten → TimestampRouter → InsertField (topic) →
+    InsertField (static, only where TopicNameMatches the new topic) → ValueToKey → InsertHeader → DropHeaders
+    → Filter on a negated HasHeaderKey (twice: one drops the records without a `keep` header, one would drop
+    every record if InsertHeader had not run)."""
+    stack.create_topic(unique)
+    records = [({"order": {"id": i, "pizza": {"name": "margherita", "size": i}}, "noise": 1},
+                [("keep", b"1"), ("x", b"2")] if i % 3 else [("x", b"2")]) for i in range(9)]
+    produce(stack, unique, records)
+    columns = [("o_id", LongType()), ("o_pizza_name", StringType()), ("o_pizza_size", LongType()),
+               ("src", StringType()), ("noise", LongType()), ("env", StringType())]
+    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
+    stack.catalog.create_namespace_if_not_exists(unique)
+    for table in ("apache", "sinklab"):
+        stack.catalog.create_table((unique, table), schema)
+    config = {
+        "topics": unique, "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "false",
+        "transforms": "x,hoist,flat,when,ins,env,key,add,drop,keep,added",
+        "transforms.x.type": K + "ExtractField$Value", "transforms.x.field": "order",
+        "transforms.hoist.type": K + "HoistField$Value", "transforms.hoist.field": "o",
+        "transforms.flat.type": K + "Flatten$Value", "transforms.flat.delimiter": "_",
+        "transforms.when.type": K + "TimestampRouter", "transforms.when.topic.format": "${topic}_${timestamp}",
+        "transforms.when.timestamp.format": "yyyy",
+        "transforms.ins.type": K + "InsertField$Value", "transforms.ins.topic.field": "src",
+        "transforms.env.type": K + "InsertField$Value", "transforms.env.static.field": "env",
+        "transforms.env.static.value": "prod", "transforms.env.predicate": "routed",
+        "transforms.key.type": K + "ValueToKey", "transforms.key.fields": "o_id",
+        "transforms.add.type": K + "InsertHeader", "transforms.add.header": "added",
+        "transforms.add.value.literal": "yes",
+        "transforms.drop.type": K + "DropHeaders", "transforms.drop.headers": "x",
+        "transforms.keep.type": K + "Filter", "transforms.keep.predicate": "kept", "transforms.keep.negate": "true",
+        "transforms.added.type": K + "Filter", "transforms.added.predicate": "added",
+        "transforms.added.negate": "true",
+        "predicates": "kept,added,routed", "predicates.kept.type": K + "predicates.HasHeaderKey",
+        "predicates.routed.type": K + "predicates.TopicNameMatches", "predicates.routed.pattern": ".*_[0-9]{4}",
+        "predicates.kept.name": "keep", "predicates.added.type": K + "predicates.HasHeaderKey",
+        "predicates.added.name": "added",
+    }
+    apache, ours = through_both(stack, worker, unique, config, expected=6)
+    mine = sorted(rows(stack, ours), key=lambda r: r["o_id"])
+    assert mine == sorted(rows(stack, apache), key=lambda r: r["o_id"])
+    year = time.strftime("%Y", time.gmtime())
+    assert [r["o_id"] for r in mine] == [1, 2, 4, 5, 7, 8]
+    assert mine[0] == {"o_id": 1, "o_pizza_name": "margherita", "o_pizza_size": 1, "src": f"{unique}_{year}",
+                       "noise": None, "env": "prod"}

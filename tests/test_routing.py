@@ -222,7 +222,7 @@ def test_metadata_columns_flat_and_nested_and_flattening(stack: Stack, unique: s
     assert rows(stack, flat, "id", "addr_city", "addr_geo_lat", "_kafka_metadata_topic",
                 "_kafka_metadata_partition", "_kafka_metadata_offset") == [
         (i, "Rome", 41.9, unique, 0, i) for i in range(3)]
-    ts = stack.catalog.load_table((unique, "flat")).schema().find_field("_kafka_metadata_record_timestamp")
+    ts = stack.catalog.load_table((unique, "flat")).schema().find_field("_kafka_metadata_timestamp")
     assert str(ts.field_type) == "long"  # epoch millis without a Connect schema, as in Java
     second = sink_config(unique, [nested], **transform, **{"transforms.meta.nested": "true"})
     second["name"] = f"sink2-{unique}"

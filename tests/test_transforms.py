@@ -5,9 +5,11 @@ refusals of what sinklab cannot run, and schema evolution planning (pure logic).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_cli
 from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError
@@ -55,16 +57,16 @@ def one(kind: str, cls: str, **settings: str) -> dict[str, str]:
 def test_kafka_metadata_flat_nested_and_schema(stack: Stack) -> None:
     [flat] = chain(stack, one("meta", ICEBERG + "KafkaMetadataTransform"), [{"id": 1}])
     assert flat["payload"] == {"id": 1, "_kafka_metadata_topic": "orders", "_kafka_metadata_partition": 0,
-                               "_kafka_metadata_offset": 0, "_kafka_metadata_record_timestamp": STAMP}
+                               "_kafka_metadata_offset": 0, "_kafka_metadata_timestamp": STAMP}
     conf = {**one("meta", ICEBERG + "KafkaMetadataTransform"), "transforms.meta.nested": "true",
             "transforms.meta.external_field": "env,prod"}
     envelope = {"schema": {"type": "struct", "fields": [{"field": "id", "type": "int64"}]}, "payload": {"id": 1}}
     [nested] = chain(stack, conf, [envelope], envelope=True)
     assert nested["payload"]["_kafka_metadata"] == {"topic": "orders", "partition": 0, "offset": 0,
-                                                    "record_timestamp": STAMP, "env": "prod"}
+                                                    "timestamp": STAMP, "env": "prod"}
     added = nested["schema"]["fields"][1]
     assert added["field"] == "_kafka_metadata" and [f["field"] for f in added["fields"]] == [
-        "topic", "partition", "offset", "record_timestamp", "env"]
+        "topic", "partition", "offset", "timestamp", "env"]
 
 
 @pytest.mark.spark
@@ -143,6 +145,49 @@ def test_the_key_side_and_the_steps_no_chain_test_shows(stack: Stack) -> None:
     assert kept["payload"] == {"id": 1, "t": "orders_2024-01"}  # negated: dropped only without header b
 
 
+@pytest.mark.spark
+def test_debeziums_extract_new_record_state(stack: Stack) -> None:
+    """Debezium's unwrap on the sink side: the row, deletes dropped or rewritten, tombstones dropped, envelope
+    and source fields added; a record that is no change event passes as it is."""
+    unwrap = {**one("u", "io.debezium.transforms.ExtractNewRecordState"),
+              "transforms.u.add.fields": "op,table,source.ts_ms"}
+    source = {"table": "orders", "ts_ms": 17}
+    events = [{"op": "c", "before": None, "after": {"id": 1}, "source": source},
+              {"op": "d", "before": {"id": 1}, "after": None, "source": source}, None, {"plain": True}]
+    created, passed = chain(stack, unwrap, events)
+    assert created["payload"] == {"id": 1, "__op": "c", "__table": "orders", "__source_ts_ms": 17}
+    assert passed["payload"] == {"plain": True}  # the delete and the tombstone are gone
+    rewrite = {**unwrap, "transforms.u.delete.handling.mode": "rewrite", "transforms.u.drop.tombstones": "false"}
+    created, deleted, tombstone, _ = chain(stack, rewrite, events)
+    assert created["payload"]["__deleted"] == "false" and deleted["payload"] == {
+        "id": 1, "__op": "d", "__table": "orders", "__source_ts_ms": 17, "__deleted": "true"}
+    assert tombstone["offset"] == 2 and tombstone["payload"] is None
+    schema = {"type": "struct", "fields": [
+        {"field": "before", "type": "struct", "optional": True, "fields": [{"field": "id", "type": "int64"}]},
+        {"field": "after", "type": "struct", "optional": True, "fields": [{"field": "id", "type": "int64"}]},
+        {"field": "op", "type": "string"}]}
+    [typed] = chain(stack, one("u", "io.debezium.transforms.ExtractNewRecordState"),
+                    [{"schema": schema, "payload": {"op": "u", "after": {"id": 5}}}], envelope=True)
+    assert typed["payload"] == {"id": 5} and typed["schema"]["fields"] == [{"field": "id", "type": "int64"}]
+    with pytest.raises(ConfigError) as headers:
+        load_config({"name": "s", "topics": "a", "iceberg.tables": "n.t", **unwrap, "transforms.u.add.headers": "op"})
+    assert headers.value.key == "transforms.u.add.headers"
+
+
+@pytest.mark.spark
+def test_icebergs_copy_value_and_dms(stack: Stack) -> None:
+    envelope = {"schema": {"type": "struct", "fields": [{"field": "name", "type": "string", "optional": True}]},
+                "payload": {"name": "a"}}
+    [copied] = chain(stack, one("c", ICEBERG + "CopyValue", source_field="name", target_field="copy"), [envelope],
+                     envelope=True)
+    assert copied["payload"] == {"name": "a", "copy": "a"}
+    assert copied["schema"]["fields"][1] == {"field": "copy", "type": "string", "optional": True}
+    dms = [{"data": {"id": 1}, "metadata": {"operation": "delete", "timestamp": "t", "schema-name": "s",
+                                            "table-name": "o"}}, {"id": 2}]
+    [deleted] = chain(stack, one("d", ICEBERG + "DmsTransform"), dms)  # the second is no DMS record: skipped
+    assert deleted["payload"] == {"id": 1, "_cdc": {"op": "D", "ts": "t", "source": "s.o"}}
+
+
 def test_what_sinklab_cannot_run_is_refused_naming_the_alias_and_the_class() -> None:
     base = {"name": "s", "topics": "a", "iceberg.tables": "n.t"}
     with pytest.raises(ConfigError) as custom:
@@ -188,3 +233,21 @@ def test_plan_changes() -> None:
     # Case-sensitive: NAME is a new column; a string column never narrows to long.
     names = {".".join(c.path) for c in plan_changes(table, incoming, set()) if c.action == "add"}
     assert names == {"s.b", "NAME", "new"}
+
+
+def test_connect_validate_lists_every_key_it_ignores_and_refuses_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    config = {"topics": "a", "iceberg.tables": "n.t", "tasks.max": "4", **one("r", K + "ReplaceField$Value",
+                                                                              blacklist="x", colour="red")}
+    path.write_text(json.dumps({"name": "demo", "config": config}))
+    ok = run_cli("connect", "validate", str(path))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines() == [
+        "demo: sinklab runs it; 3 note(s):",
+        "  tasks.max: accepted, not used (Spark decides read parallelism from the partitions and cores)",
+        "  transforms.r.blacklist: read as exclude, as Kafka Connect 3.x reads them; Kafka Connect 4.0 and later "
+        "ignore them",
+        "  transforms.r.colour: not a setting of ReplaceField$Value: ignored, as Kafka Connect ignores it"]
+    path.write_text(json.dumps({"name": "demo", "config": {**config, "transforms.r.type": K + "ExtractTopic$Value"}}))
+    refused = run_cli("connect", "validate", str(path))
+    assert refused.returncode == 1 and refused.stderr.startswith("sinklab: error: transforms.r.type: transform 'r'")

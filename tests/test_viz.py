@@ -70,7 +70,9 @@ def keys(stack: Stack, table: str, snapshot_id: int | None) -> set[tuple[int, in
         return set()
     scan = viz.load_table(stack, table).scan(
         snapshot_id=snapshot_id, selected_fields=("_kafka_metadata_partition", "_kafka_metadata_offset")).to_arrow()
-    return set(zip(scan.column(0).to_pylist(), scan.column(1).to_pylist(), strict=True))
+    # By name: a scan's columns come in the table's order, not the order asked for.
+    partitions, offsets = (scan.column(f"_kafka_metadata_{n}").to_pylist() for n in ("partition", "offset"))
+    return set(zip(partitions, offsets, strict=True))
 
 
 def test_snapshots_are_the_branch_lineage_with_sink_properties(stack: Stack, run: Run) -> None:

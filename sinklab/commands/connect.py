@@ -1,4 +1,4 @@
-"""`sinklab connect`: serve Kafka Connect's REST API on a stack, or apply/diff a folder of connectors."""
+"""`sinklab connect`: serve Kafka Connect's REST API on a stack, apply/diff a folder of connectors, or validate one."""
 
 from __future__ import annotations
 
@@ -27,6 +27,14 @@ def _connect_url(args: argparse.Namespace) -> str:
 def cmd_connect(args: argparse.Namespace) -> int:
     from sinklab.connect.apply import apply, diff
     from sinklab.exceptions import ApplyError
+    if args.connect_command == "validate":
+        from sinklab.sink.config import load_config
+
+        config = load_config(args.config)  # a ConfigError names the key, in one line, exit 1
+        print(f"{config.name}: sinklab runs it" + (f"; {len(config.notes)} note(s):" if config.notes else ""))
+        for note in config.notes:
+            print(f"  {note}")
+        return EXIT_OK
     if args.connect_command in ("apply", "diff"):
         try:
             url = _connect_url(args)

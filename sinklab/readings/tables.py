@@ -230,11 +230,16 @@ def table_record_times(source: MetadataSource, table: str, field: str = METADATA
     table holds, which is what per-table visibility needs under fan-out."""
     tbl = load_table(source, table)
     fields = {f.name for f in tbl.schema().fields}
-    parts = ("topic", "partition", "offset", "record_timestamp")
+    # Iceberg's transform names the record's timestamp `timestamp`; sinklab before 2026-11-28 named it
+    # `record_timestamp`, which its tables keep.
+    stamp = "record_timestamp" if f"{field}_record_timestamp" in fields else "timestamp"
+    parts = ("topic", "partition", "offset", stamp)
     if all(f"{field}_{p}" in fields for p in parts):
         columns = [f"{field}_{p}" for p in parts]
     elif field in fields:
-        columns = [f"{field}.{p}" for p in parts]
+        nested = tbl.schema().find_field(field).field_type
+        stamp = "record_timestamp" if "record_timestamp" in {f.name for f in nested.fields} else "timestamp"
+        columns = [f"{field}.{p}" for p in (*parts[:3], stamp)]
     else:
         raise ValueError(f"table {table} has no Kafka metadata columns ({field}_topic, … or a {field} struct): "
                          f"configure the KafkaMetadataTransform, or use record_times() to read Kafka")

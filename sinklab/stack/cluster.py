@@ -2,7 +2,7 @@
 
 For trying scale-out (and testing it) without a real cluster: the sink's driver connects with
 ``--master spark://...`` exactly as it would to a cluster elsewhere, and its executors run in the
-workers' own JVMs (and Python workers, for transforms), not in the driver.
+workers' own JVMs (and Python workers, for the base64 decimals of Connect's envelope), not in the driver.
 """
 
 from __future__ import annotations

@@ -105,6 +105,9 @@ SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCAL
 JAVA_SINK = Part("iceberg-connect", (
     f"org.apache.iceberg:iceberg-kafka-connect:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-kafka-connect-events:{ICEBERG_VERSION}",
+    # Iceberg's own transforms (KafkaMetadataTransform, DebeziumTransform, CopyValue, DmsTransform...), which
+    # tests/test_connect_transforms.py runs through this sink to compare with sinklab's.
+    f"org.apache.iceberg:iceberg-kafka-connect-transforms:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-data:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-parquet:{ICEBERG_VERSION}",

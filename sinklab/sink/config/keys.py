@@ -434,7 +434,8 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="The aliases of the transforms to run, in order, as Spark expressions on the records: Kafka Connect's "
             "own (InsertField, ReplaceField, MaskField, Cast, TimestampConverter, ExtractField, HoistField, "
             "ValueToKey, Flatten, RegexRouter, TimestampRouter, Filter, DropHeaders, InsertHeader, HeaderFrom, "
-            "SetSchemaMetadata) and Iceberg's `KafkaMetadataTransform` and `DebeziumTransform`. Any other class is "
+            "SetSchemaMetadata), Iceberg's (`KafkaMetadataTransform`, `DebeziumTransform`, `CopyValue`, "
+            "`DmsTransform`) and Debezium's `ExtractNewRecordState`. Any other class is "
             "refused before the sink starts (docs/connect.md, \"Transforms\")."),
     Key(TRANSFORMS + ".<alias>.type", "CLASS", "connect", "Transforms", importance="LOW",
         doc="The transform's class, with its `$Key` or `$Value` form where it has one."),

@@ -176,6 +176,32 @@ class HeaderFrom(Step):
     move: bool
 
 
+class CopyValue(Step):
+    """Iceberg's CopyValue: ``source.field``'s value copied into ``target.field``."""
+
+    kind: Literal["copy-value"] = "copy-value"
+    source: str
+    target: str
+
+
+class Dms(Step):
+    """Iceberg's DmsTransform: an AWS DMS record's ``data`` becomes the record, with a ``_cdc`` struct (op, ts,
+    source) from its ``metadata``; a record without both is skipped, as Iceberg's class skips it."""
+
+    kind: Literal["dms"] = "dms"
+
+
+class ExtractNewRecordState(Step):
+    """Debezium's ExtractNewRecordState (unwrap): a change event becomes its row (``after``; ``before`` for a
+    delete rewritten), with ``add.fields`` from the envelope or its source as ``__<name>``."""
+
+    kind: Literal["extract-new-record-state"] = "extract-new-record-state"
+    drop_tombstones: bool = True
+    delete_handling: Literal["drop", "rewrite", "none"] = "drop"
+    add_fields: tuple[str, ...] = ()
+    prefix: str = "__"
+
+
 class SetSchemaMetadata(Step):
     kind: Literal["set-schema-metadata"] = "set-schema-metadata"
     name: str | None = None
@@ -185,7 +211,7 @@ class SetSchemaMetadata(Step):
 Transform = Annotated[
     KafkaMetadata | Debezium | Flatten | InsertField | ReplaceField | MaskField | Cast | TimestampConverter
     | ExtractField | HoistField | ValueToKey | RegexRouter | TimestampRouter | Filter | DropHeaders | InsertHeader
-    | HeaderFrom | SetSchemaMetadata, Field(discriminator="kind")]
+    | HeaderFrom | SetSchemaMetadata | CopyValue | Dms | ExtractNewRecordState, Field(discriminator="kind")]
 
 
 # ---- reading the keys
@@ -337,7 +363,27 @@ _KAFKA_CLASSES: dict[str, tuple[type[Step], Any]] = {
 _ICEBERG_CLASSES: dict[str, tuple[type[Step], Any]] = {
     "KafkaMetadataTransform": (KafkaMetadata, _kafka_metadata),
     "DebeziumTransform": (Debezium, lambda s: {"target_pattern": s.text("cdc.target.pattern")}),
+    "CopyValue": (CopyValue, lambda s: {"source": s.required("source.field"), "target": s.required("target.field")}),
+    "DmsTransform": (Dms, lambda s: {}),
 }
+UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
+
+
+def _unwrap(s: _Settings) -> dict[str, Any]:
+    if "delete.tombstone.handling.mode" in s.props:  # Debezium 2.5's one setting for both
+        newer = s.choice("delete.tombstone.handling.mode", ("drop", "tombstone", "rewrite", "rewrite-with-tombstone"))
+        mode, drop = {"drop": ("drop", True), "tombstone": ("none", False), "rewrite": ("rewrite", True),
+                      "rewrite-with-tombstone": ("rewrite", False)}[newer]
+    else:
+        mode = s.choice("delete.handling.mode", ("drop", "rewrite", "none"), "drop")
+        drop = s.flag("drop.tombstones", True)
+    if s.text("add.headers"):
+        raise ConfigError(s.prefix + "add.headers", "sinklab does not add Debezium's headers: headers never reach "
+                          "the table, so drop the setting")
+    return {"drop_tombstones": drop, "delete_handling": mode, "add_fields": s.names("add.fields"),
+            "prefix": s.text("add.fields.prefix", "__")}
+
+
 # Kafka's classes without a $Key/$Value form: the side they work on.
 _ONE_SIDE = {"ValueToKey": "value", "RegexRouter": "value", "TimestampRouter": "value", "Filter": "value",
              "DropHeaders": "value", "InsertHeader": "value"}
@@ -347,7 +393,7 @@ _PREDICATE_CLASSES = {"TopicNameMatches": "topic-name-matches", "HasHeaderKey": 
 
 def runnable() -> list[str]:
     """The classes sinklab runs, by their simple names, for errors and the docs."""
-    return sorted([*_KAFKA_CLASSES, *_ICEBERG_CLASSES])
+    return sorted([*_KAFKA_CLASSES, *_ICEBERG_CLASSES, UNWRAP.rsplit(".", 1)[-1]])
 
 
 def _model(alias: str, cls: str) -> tuple[type[Step], Any, Side]:
@@ -363,6 +409,8 @@ def _model(alias: str, cls: str) -> tuple[type[Step], Any, Side]:
         if found:
             raise ConfigError(prefix + "type", f"{cls!r}: name its $Key or $Value form" if side is None
                               else f"{cls!r}: this class has no $Key or $Value form")
+    if cls == UNWRAP:
+        return ExtractNewRecordState, _unwrap, "value"
     for package in ICEBERG:
         if cls.startswith(package) and cls.removeprefix(package) in _ICEBERG_CLASSES:
             return (*_ICEBERG_CLASSES[cls.removeprefix(package)], "value")

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 # The record's parts while the chain runs.
-VALUE, SCHEMA, KEY, TOPIC, HEADERS, DROPPED, FAILED = (f"_sinklab_t_{p}" for p in (
-    "value", "schema", "key", "topic", "headers", "dropped", "failed"))
-PARTS = (VALUE, SCHEMA, KEY, TOPIC, HEADERS, DROPPED, FAILED)
+VALUE, SCHEMA, KEY, TOPIC, HEADERS, DROPPED, FAILED, ORDER = (f"_sinklab_t_{p}" for p in (
+    "value", "schema", "key", "topic", "headers", "dropped", "failed", "order"))
+PARTS = (VALUE, SCHEMA, KEY, TOPIC, HEADERS, DROPPED, FAILED, ORDER)
 TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 DATE = "org.apache.kafka.connect.data.Date"
 TIME = "org.apache.kafka.connect.data.Time"
@@ -51,13 +51,16 @@ class Rec:
     headers: Column
     dropped: Column
     failed: Column
+    # The value's fields in the order the record gave them (a VARIANT object keeps its keys sorted): what an
+    # auto-created table's columns follow, as without transforms. Fields a step adds come after them.
+    order: Column
 
     @staticmethod
     def named() -> Rec:
         return Rec(*(F.col(p) for p in PARTS))
 
     def columns(self) -> list[Column]:
-        return [self.value, self.schema, self.key, self.topic, self.headers, self.dropped, self.failed]
+        return [self.value, self.schema, self.key, self.topic, self.headers, self.dropped, self.failed, self.order]
 
     def side(self, t: tf.Step) -> tuple[Column, Column]:
         """The operating value and its schema (a key has none here: keys are read as text or JSON)."""
@@ -69,11 +72,17 @@ class Rec:
         return replace(self, key=value)
 
     def fail(self, when: Column, why: Column | str) -> Rec:
+        """The record fails here ``when`` so, unless an earlier step dropped it (it never got here)."""
         reason = F.lit(why) if isinstance(why, str) else why
-        return replace(self, failed=F.coalesce(self.failed, F.when(when, reason)))
+        return replace(self, failed=F.coalesce(self.failed, F.when(when & ~self.dropped, reason)))
 
 
 # ---- VARIANT helpers
+def keys_at(path: str) -> Column:
+    """The keys of the object at ``path`` of the record's value as it came, in their order there."""
+    return F.map_keys(F.from_json(F.get_json_object(F.col(PAYLOAD), path), "map<string,string>"))
+
+
 def obj(v: Column) -> Column:
     """A VARIANT object as a map (null for anything else)."""
     return F.try_variant_get(v, "$", "map<string,variant>")
@@ -114,6 +123,13 @@ def with_keys(v: Column, entries: dict[str, Column]) -> Column:
 
 def with_fields(schema: Column, fields: Column) -> Column:
     return F.when(schema.isNotNull(), with_keys(schema, {"fields": var(fields)}))
+
+
+def replaced(m: Column, entries: dict[str, Column]) -> Column:
+    """The map ``m`` as a VARIANT object, with the values of ``entries`` for those of its keys it has."""
+    present = F.map_filter(F.map_from_arrays(F.array(*[F.lit(n) for n in entries]), F.array(*entries.values())),
+                           lambda k, _: F.map_contains_key(m, k))
+    return var(F.map_concat(F.map_filter(m, lambda k, _: ~k.isin(list(entries))), present))
 
 
 def schema_field(name: str, kind: str, optional: bool = True, logical: str | None = None) -> Column:
@@ -176,7 +192,8 @@ def replace_field(t: tf.ReplaceField, r: Rec) -> Rec:
     value = var(F.transform_keys(F.map_filter(obj(v), lambda k, _: kept(k)), lambda k, _: renamed(k)))
     fields = F.transform(F.filter(fields_of(s), lambda f: kept(name_of(f))),
                          lambda f: with_keys(f, {"field": scalar(renamed(name_of(f)))}))
-    return need_object(r, t, v).with_side(t, F.when(v.isNotNull(), value), with_fields(s, fields))
+    out = need_object(r, t, v).with_side(t, F.when(v.isNotNull(), value), with_fields(s, fields))
+    return replace(out, order=F.transform(r.order, renamed)) if t.side == "value" else out
 
 
 def tombstone_refused(r: Rec, t: tf.Step) -> Rec:
@@ -206,10 +223,7 @@ def mask_field(t: tf.MaskField, r: Rec) -> Rec:
             out = out.fail(x.isNotNull() & ~F.is_variant_null(x) & masked.isNull(), _why(
                 t, f"cannot mask {name} with {t.replacement!r}"))
         entries[name] = F.when(x.isNull() | F.is_variant_null(x), x).otherwise(masked)
-    present = F.map_filter(F.map_from_arrays(F.array(*[F.lit(n) for n in entries]), F.array(*entries.values())),
-                           lambda k, _: F.map_contains_key(m, k))
-    value = var(F.map_concat(F.map_filter(m, lambda k, _: ~k.isin(list(entries))), present))
-    return out.with_side(t, F.when(v.isNotNull(), value))
+    return out.with_side(t, F.when(v.isNotNull(), replaced(m, entries)))
 
 
 _CAST_SQL = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float32": "float",
@@ -253,9 +267,7 @@ def cast(t: tf.Cast, r: Rec) -> Rec:
         out = out.fail(x.isNotNull() & casted.isNull(), F.concat(F.lit(_why(t, f"cannot cast {name} to {kind}: ")),
                                                                  F.substring(F.to_json(x), 1, 100)))
         entries[name] = casted
-    present = F.map_filter(F.map_from_arrays(F.array(*[F.lit(n) for n in entries]), F.array(*entries.values())),
-                           lambda k, _: F.map_contains_key(m, k))
-    value = F.when(v.isNotNull(), var(F.map_concat(F.map_filter(m, lambda k, _: ~k.isin(list(entries))), present)))
+    value = F.when(v.isNotNull(), replaced(m, entries))
     fields = F.transform(fields_of(s), lambda f: F.coalesce(*[
         F.when(name_of(f) == n, with_keys(f, {"type": scalar(F.lit(k))})) for n, k in types.items()], f))
     return out.with_side(t, value, with_fields(s, fields))
@@ -333,7 +345,8 @@ def extract_field(t: tf.ExtractField, r: Rec) -> Rec:
     if t.side == "value":
         # A record whose value is now null is one the sink skips, as Apache's sink skips a null value.
         out = replace(out, dropped=out.dropped | (v.isNotNull() & (value.isNull() | F.is_variant_null(value))))
-    return out.with_side(t, F.when(v.isNotNull(), value), schema)
+    out = out.with_side(t, F.when(v.isNotNull(), value), schema)
+    return replace(out, order=keys_at("$." + ".".join(t.field))) if t.side == "value" else out
 
 
 def hoist_field(t: tf.HoistField, r: Rec) -> Rec:
@@ -341,7 +354,8 @@ def hoist_field(t: tf.HoistField, r: Rec) -> Rec:
     field = F.when(s.isNotNull(), with_keys(s, {"field": scalar(F.lit(t.field))}))
     schema = F.when(s.isNotNull(), var(F.named_struct(F.lit("type"), F.lit("struct"), F.lit("optional"),
                                                       F.lit(False), F.lit("fields"), F.array(field))))
-    return r.with_side(t, F.when(v.isNotNull(), var(F.create_map(F.lit(t.field), v))), schema)
+    out = r.with_side(t, F.when(v.isNotNull(), var(F.create_map(F.lit(t.field), v))), schema)
+    return replace(out, order=F.array(F.lit(t.field))) if t.side == "value" else out
 
 
 def value_to_key(t: tf.ValueToKey, r: Rec) -> Rec:
@@ -423,9 +437,10 @@ def set_schema_metadata(t: tf.SetSchemaMetadata, r: Rec) -> Rec:
 def kafka_metadata(t: tf.KafkaMetadata, r: Rec, meta: dict[str, Column]) -> Rec:
     v, s = r.side(t)
     values = {"topic": scalar(r.topic), "partition": scalar(meta["partition"].cast("int")),
-              "offset": scalar(meta["offset"]), "record_timestamp": scalar(meta["millis"])}
-    fields = [schema_field("topic", "string"), schema_field("partition", "int32"), schema_field("offset", "int64"),
-              schema_field("record_timestamp", "int64", logical=TIMESTAMP)]
+              "offset": scalar(meta["offset"]), "timestamp": scalar(meta["millis"])}
+    # As Iceberg's class (1.12) names and types them: the timestamp is plain epoch millis, the rest required.
+    fields = [schema_field("topic", "string", False), schema_field("partition", "int32", False),
+              schema_field("offset", "int64", False), schema_field("timestamp", "int64")]
     if t.external_field:
         values[t.external_field[0]] = scalar(F.lit(t.external_field[1]))
         fields.append(schema_field(t.external_field[0], "string"))
@@ -439,6 +454,66 @@ def kafka_metadata(t: tf.KafkaMetadata, r: Rec, meta: dict[str, Column]) -> Rec:
                           for f in fields])
     schema = with_fields(s, F.concat(fields_of(s), added))
     return need_object(r, t, v).with_side(t, F.when(v.isNotNull(), with_keys(v, entries)), schema)
+
+
+def copy_value(t: tf.CopyValue, r: Rec) -> Rec:
+    v, s = r.side(t)
+    source = field_schema(s, t.source)
+    fields = F.concat(F.filter(fields_of(s), lambda f: name_of(f) != t.target),
+                      F.array(with_keys(source, {"field": scalar(F.lit(t.target))})))
+    out = need_object(r, t, v).fail(s.isNotNull() & source.isNull(), _why(t, f"the schema has no field {t.source}"))
+    return out.with_side(t, F.when(v.isNotNull(), with_keys(v, {t.target: obj(v)[t.source]})), with_fields(s, fields))
+
+
+def dms(t: tf.Dms, r: Rec) -> Rec:
+    v, s = r.side(t)
+    data, metadata = obj(obj(v)["data"]), obj(obj(v)["metadata"])
+    operation = F.variant_get(metadata["operation"], "$", "string")
+    op = F.when(operation == "update", F.lit("U")).when(operation == "delete", F.lit("D")).otherwise(F.lit("I"))
+    text = lambda name: F.coalesce(text_of(metadata[name]), F.lit("null"))  # noqa: E731 - Java's "%s" of a null
+    cdc = var(F.named_struct(F.lit("op"), op, F.lit("ts"), metadata["timestamp"], F.lit("source"),
+                             F.concat(text("schema-name"), F.lit("."), text("table-name"))))
+    out = need_object(r, t, v).fail(s.isNotNull(), _why(t, "a DMS record has no schema (schemas.enable=false)"))
+    # A record without both a data and a metadata object is skipped, as Iceberg's class skips it.
+    out = replace(out, dropped=out.dropped | (v.isNotNull() & (data.isNull() | metadata.isNull())))
+    return replace(out.with_side(t, F.when(v.isNotNull(), with_keys(var(data), {"_cdc": cdc}))),
+                   order=keys_at("$.data"))
+
+
+def unwrap(t: tf.ExtractNewRecordState, r: Rec) -> Rec:
+    """Debezium's ExtractNewRecordState; a record that is no change event (no ``op``) passes as it is."""
+    v, s = r.side(t)
+    op = F.try_variant_get(v, "$.op", "string")
+    change = op.isNotNull()
+    delete = op == "d"
+    source = obj(obj(v)["source"])
+    row = F.when(delete, obj(v)["before"]).otherwise(obj(v)["after"])
+    added: dict[str, Column] = {}
+    for name in t.add_fields:
+        inner = name.removeprefix("source.")
+        # As Debezium: a field of the envelope, else of its source block.
+        added[t.prefix + name.replace(".", "_")] = (source[inner] if name.startswith("source.") else
+                                                     F.coalesce(obj(v)[name], source[name]))
+    if t.delete_handling == "rewrite":
+        added[t.prefix + "deleted"] = scalar(F.when(delete, F.lit("true")).otherwise(F.lit("false")))
+    value = with_keys(row, added) if added else row
+    tombstone = F.col("value").isNull()
+    dropped = r.dropped | (tombstone & F.lit(t.drop_tombstones)) | (change & delete & F.lit(
+        t.delete_handling == "drop"))
+    if t.delete_handling == "none":  # the delete passes as a record without a value: skipped by the sink
+        dropped = dropped | (change & delete)
+    row_schema = F.element_at(F.filter(fields_of(s), lambda f: name_of(f) == F.when(delete, F.lit("before"))
+                                       .otherwise(F.lit("after"))), 1)
+    extra = [schema_field(n, "string") for n in added]  # the envelope's fields, typed as their text
+    # The row's schema is the record's now: without the name it had as a field of the envelope.
+    row_only = var(F.map_filter(obj(row_schema), lambda k, _: k != "field"))
+    schema = F.when(s.isNotNull() & change, with_keys(row_only, {
+        "fields": var(F.concat(fields_of(row_schema), F.array(*extra)))}))
+    out = replace(r, dropped=dropped).fail(v.isNotNull() & change & obj(row).isNull() & ~delete, _why(
+        t, "the change event has no after row"))
+    out = replace(out, order=F.when(change, F.when(delete, keys_at("$.before")).otherwise(keys_at("$.after")))
+                  .otherwise(r.order))
+    return out.with_side(t, F.when(change, value).otherwise(v), F.when(change, schema).otherwise(s))
 
 
 DEBEZIUM_OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
@@ -476,6 +551,7 @@ def debezium(t: tf.Debezium, r: Rec, meta: dict[str, Column]) -> Rec:
     schema = F.when(s.isNotNull(), var(F.named_struct(
         F.lit("type"), F.lit("struct"), F.lit("optional"), F.lit(False),
         F.lit("fields"), F.concat(fields_of(image_schema), F.array(cdc_field)))))
+    out = replace(out, order=F.when(op == "d", keys_at("$.before")).otherwise(keys_at("$.after")))
     return out.with_side(t, F.when(v.isNotNull(), with_keys(image, {"_cdc": cdc})), schema)
 
 
@@ -500,7 +576,8 @@ def step(t: tf.Step, r: Rec, meta: dict[str, Column], tombstone: Column) -> Rec:
     own = {tf.ReplaceField: replace_field, tf.MaskField: mask_field, tf.Cast: cast,
            tf.TimestampConverter: timestamp_converter, tf.ExtractField: extract_field, tf.HoistField: hoist_field,
            tf.ValueToKey: value_to_key, tf.Flatten: flatten, tf.RegexRouter: regex_router,
-           tf.HeaderFrom: header_from, tf.SetSchemaMetadata: set_schema_metadata,
+           tf.HeaderFrom: header_from, tf.SetSchemaMetadata: set_schema_metadata, tf.CopyValue: copy_value,
+           tf.Dms: dms, tf.ExtractNewRecordState: unwrap,
            tf.DropHeaders: lambda t, r: replace(r, headers=F.filter(r.headers, lambda h: ~h["key"].isin(
                list(t.headers)))),
            tf.InsertHeader: lambda t, r: replace(r, headers=F.concat(F.coalesce(r.headers, F.array()), F.array(
@@ -511,6 +588,14 @@ def step(t: tf.Step, r: Rec, meta: dict[str, Column], tombstone: Column) -> Rec:
         return done
     when = F.coalesce(when, F.lit(False))
     return Rec(*(F.when(when, a).otherwise(b) for a, b in zip(done.columns(), r.columns(), strict=True)))
+
+
+def in_order(value: Column, order: Column) -> Column:
+    """An object's fields as a map in ``order``, then the others (sorted); null for a value that is no object."""
+    m = obj(value)
+    known = F.filter(F.coalesce(order, F.array().cast("array<string>")), lambda k: F.map_contains_key(m, k))
+    names = F.concat(known, F.filter(F.map_keys(m), lambda k: ~F.array_contains(known, k)))
+    return F.map_from_arrays(names, F.transform(names, lambda k: m[k]))
 
 
 def barrier(c: Column) -> Column:
@@ -531,7 +616,8 @@ def apply_chain(records: DataFrame, chain: list[tf.Step], key_text: Column) -> D
     key = F.coalesce(F.try_parse_json(key_text), key_text.cast("variant"))
     start = Rec(value=F.when(good & ~tombstone, F.try_parse_json(F.col(PAYLOAD))),
                 schema=F.try_parse_json(F.col("_schema")), key=key, topic=F.col("topic"),
-                headers=F.col("headers"), dropped=F.lit(False), failed=F.lit(None).cast("string"))
+                headers=F.col("headers"), dropped=F.lit(False), failed=F.lit(None).cast("string"),
+                order=F.when(good & ~tombstone, keys_at("$")))
     out = records.withColumns(dict(zip(PARTS, start.columns(), strict=True)))
     meta = {c: F.col(c) for c in ("partition", "offset")}
     # The record's timestamp in epoch milliseconds (the cycle's reader keeps it so).
@@ -547,12 +633,15 @@ def apply_chain(records: DataFrame, chain: list[tf.Step], key_text: Column) -> D
     value = F.col(VALUE)
     not_object = F.lit(f"{NOT_AN_OBJECT}: the value is no struct or map after the transforms")
     finished = {
-        PAYLOAD: F.when(value.isNotNull(), F.to_json(value)).otherwise(F.col(PAYLOAD)),
+        PAYLOAD: F.when(obj(value).isNotNull(), F.to_json(in_order(value, F.col(ORDER)))).when(
+            value.isNotNull(), F.to_json(value)).otherwise(F.col(PAYLOAD)),
         "_schema": F.to_json(F.col(SCHEMA)),
-        ERROR: F.coalesce(F.col(ERROR), F.col(FAILED), F.when(value.isNotNull() & obj(value).isNull(), not_object)),
+        ERROR: F.coalesce(F.col(ERROR), F.col(FAILED), F.when(
+            value.isNotNull() & ~F.is_variant_null(value) & obj(value).isNull(), not_object)),
     }
     keyed = "key_text" not in meta
     if keyed:
         finished[KEY_TEXT] = text_of(F.col(KEY))
-    out = out.where(~F.col(DROPPED) | F.col(ERROR).isNotNull()).withColumns(finished)
+    # A record a step failed is a bad record, even if a later step would have dropped it: it never got there.
+    out = out.withColumns(finished).where(~F.col(DROPPED) | F.col(ERROR).isNotNull())
     return out.select(*columns, *([KEY_TEXT] if keyed and KEY_TEXT not in columns else []))

@@ -1,0 +1,99 @@
+"""A transform chain's cost: records/s through the records' preparation with a chain, against the same
+preparation without one, per sinklab source tree (``--base`` names an older checkout, which runs in a
+process of its own with the same records, so that both are measured in one run).
+
+Each case prepares N pizza orders held in memory in Kafka's frame (binary value, timestamps in epoch
+millis, as the cycle's reader gives them) and writes them to Spark's ``noop`` sink: the best of
+``--rounds`` after one warm-up. A chain the base cannot run (it refuses the config) is reported as such.
+
+    python bench/transforms.py [--records 200000] [--rounds 3] [--base /path/to/older/checkout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+K = "org.apache.kafka.connect.transforms."
+CHAINS: dict[str, dict[str, str]] = {
+    "none": {},
+    "KafkaMetadataTransform": {"transforms": "m", "transforms.m.type":
+                               "org.apache.iceberg.connect.transforms.KafkaMetadataTransform"},
+    "Flatten": {"transforms": "f", "transforms.f.type": K + "Flatten$Value", "transforms.f.delimiter": "_"},
+    "InsertField, ReplaceField, Cast, TimestampConverter": {
+        "transforms": "i,r,c,t", "transforms.i.type": K + "InsertField$Value", "transforms.i.topic.field": "src",
+        "transforms.r.type": K + "ReplaceField$Value", "transforms.r.exclude": "size",
+        "transforms.c.type": K + "Cast$Value", "transforms.c.spec": "price:float32",
+        "transforms.t.type": K + "TimestampConverter$Value", "transforms.t.field": "ts",
+        "transforms.t.target.type": "unix", "transforms.t.format": "yyyy-MM-dd'T'HH:mm:ss"},
+}
+
+
+def measure(records: int, rounds: int) -> dict[str, float | str]:
+    """Records/s per chain, in this process (its sinklab is whatever PYTHONPATH gives)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from sinklab.exceptions import ConfigError
+    from sinklab.sink.config import load_config
+    from sinklab.sink.records.prepare import prepare
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    value = F.concat(F.lit('{"order_id":"o-'), F.col("id").cast("string"), F.lit(
+        '","pizza":"margherita","size":"large","price":12.5,"ts":"2026-01-01T00:00:00",'
+        '"shop":{"city":"Oslo","zip":"0150"}}'))
+    raw = spark.range(records, numPartitions=2).select(
+        F.lit(b"k").alias("key"), value.cast("binary").alias("value"), F.lit("orders").alias("topic"),
+        F.lit(0).alias("partition"), F.col("id").alias("offset"), F.lit(1767225600000).alias("timestamp"),
+        F.array().cast("array<struct<key:string,value:binary>>").alias("headers")).cache()
+    raw.count()
+    out: dict[str, float | str] = {}
+    for name, chain in CHAINS.items():
+        try:
+            config = load_config({"name": "b", "topics": "orders", "iceberg.tables": "n.t",
+                                  "value.converter.schemas.enable": "false", **chain})
+        except ConfigError as exc:
+            out[name] = f"refused ({exc.key})"
+            continue
+        best = float("inf")
+        for _ in range(rounds + 1):  # the first warms up
+            started = time.perf_counter()
+            prepare(raw, False, config.transforms, None).write.format("noop").mode("overwrite").save()
+            best = min(best, time.perf_counter() - started)
+        out[name] = records / best
+    spark.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", help="an older sinklab checkout, measured in a process of its own")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: print JSON, stop
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.records, args.rounds)))
+        return
+    trees = {"this tree": os.getcwd(), **({"base": args.base} if args.base else {})}
+    results = {}
+    for label, tree in trees.items():
+        env = {**os.environ, "PYTHONPATH": tree}
+        done = subprocess.run([sys.executable, __file__, "--one", "--records", str(args.records), "--rounds",
+                               str(args.rounds)], env=env, capture_output=True, text=True, check=True)
+        results[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{args.records:,} records, best of {args.rounds}, records/s through preparation (noop write)")
+    for name in CHAINS:
+        cells = [f"{v:>12,.0f}" if isinstance(v := results[label][name], float) else f"{v:>12}"
+                 for label in trees]
+        print(f"  {name:55} " + "  ".join(f"{label}: {c}" for label, c in zip(trees, cells, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
