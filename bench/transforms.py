@@ -43,7 +43,9 @@ def measure(records: int, rounds: int) -> dict[str, float | str]:
     from sinklab.sink.records.prepare import prepare
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+             .config("spark.sql.session.timeZone", "UTC")
+             # Python workers (the base's transforms) import the same sinklab as this process.
+             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", "")).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     value = F.concat(F.lit('{"order_id":"o-'), F.col("id").cast("string"), F.lit(
         '","pizza":"margherita","size":"large","price":12.5,"ts":"2026-01-01T00:00:00",'
@@ -84,9 +86,12 @@ def main() -> None:
     trees = {"this tree": os.getcwd(), **({"base": args.base} if args.base else {})}
     results = {}
     for label, tree in trees.items():
-        env = {**os.environ, "PYTHONPATH": tree}
+        # The base ran transforms in Python workers: they start this interpreter too.
+        env = {**os.environ, "PYTHONPATH": tree, "PYSPARK_PYTHON": sys.executable}
         done = subprocess.run([sys.executable, __file__, "--one", "--records", str(args.records), "--rounds",
-                               str(args.rounds)], env=env, capture_output=True, text=True, check=True)
+                               str(args.rounds)], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{label} ({tree}) failed:\n{done.stderr[-3000:]}")
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"{args.records:,} records, best of {args.rounds}, records/s through preparation (noop write)")
     for name in CHAINS:
