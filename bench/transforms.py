@@ -86,10 +86,11 @@ def main() -> None:
     trees = {"this tree": os.getcwd(), **({"base": args.base} if args.base else {})}
     results = {}
     for label, tree in trees.items():
-        # The base ran transforms in Python workers: they start this interpreter too.
+        # The base ran transforms in Python workers: they start this interpreter too, in the tree (their
+        # path starts with the working directory, ahead of the editable install).
         env = {**os.environ, "PYTHONPATH": tree, "PYSPARK_PYTHON": sys.executable}
         done = subprocess.run([sys.executable, __file__, "--one", "--records", str(args.records), "--rounds",
-                               str(args.rounds)], env=env, capture_output=True, text=True)
+                               str(args.rounds)], env=env, cwd=tree, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{label} ({tree}) failed:\n{done.stderr[-3000:]}")
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
