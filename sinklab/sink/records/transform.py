@@ -156,15 +156,16 @@ def need_object(r: Rec, t: tf.Step, v: Column) -> Rec:
 def insert_field(t: tf.InsertField, r: Rec, meta: dict[str, Column]) -> Rec:
     v, s = r.side(t)
     millis = meta["millis"]
-    # (setting, Connect type, logical type, value without schema, value with it); Kafka's order.
-    wanted = [(t.topic, "string", None, scalar(r.topic), None), (t.partition, "int32", None,
-              scalar(meta["partition"].cast("int")), None), (t.offset, "int64", None, scalar(meta["offset"]), None),
-              (t.timestamp, "int64", TIMESTAMP, scalar(millis), None),
-              (t.static, "string", None, scalar(F.lit(t.static_value)), None)]
+    # (setting, Connect type, logical type with a schema, value), in Kafka's order. Without a schema Kafka
+    # inserts the timestamp as epoch millis too (a Long), so one value serves both.
+    wanted = [(t.topic, "string", None, scalar(r.topic)),
+              (t.partition, "int32", None, scalar(meta["partition"].cast("int"))),
+              (t.offset, "int64", None, scalar(meta["offset"])), (t.timestamp, "int64", TIMESTAMP, scalar(millis)),
+              (t.static, "string", None, scalar(F.lit(t.static_value)))]
     entries: dict[str, Column] = {}
     added: list[Column] = []
     out = need_object(r, t, v)
-    for setting, kind, logical, value, _ in wanted:
+    for setting, kind, logical, value in wanted:
         if not setting:
             continue
         name, required = setting.rstrip("!?"), setting.endswith("!")
