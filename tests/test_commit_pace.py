@@ -4,6 +4,7 @@ latency target the sink holds by choosing its interval."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from helpers import order_ids, produce, sink_config, steady
@@ -80,6 +81,7 @@ def test_a_lag_target_chooses_the_interval_and_settles(stack: Stack, unique: str
                                     "sinklab.commit.target-lag-ms": "2500"})
     sink = IcebergSink(stack, config)
     chosen: list[int] = []
+    paces: list[dict[str, Any]] = []
     pace = None
     try:
         with steady(stack, unique, 200) as produced:
@@ -93,16 +95,24 @@ def test_a_lag_target_chooses_the_interval_and_settles(stack: Stack, unique: str
                 if status.cycles > len(chosen) and status.pace is not None:
                     chosen.append(status.pace["interval_ms"])
                     pace = status.pace
+                    paces.append(pace)
                 time.sleep(0.05)
         sink.run_until_idle(0)
     finally:
         sink.stop()
     assert pace is not None and pace["floor_ms"] is None and "chosen for a 2.50 s target" in pace["note"]
     assert pace["cycle_ms"] > 0 and 100 < pace["rate"] < 400, pace  # it measured the cycles and the rate
-    # Far under the 60 s clock, and settled: the last intervals within 10 % of where they ended.
-    last = chosen[-5:]
-    assert 500 < last[-1] < 2500, (chosen, pace)
-    assert all(abs(i - last[-1]) <= 0.1 * last[-1] for i in last), str(chosen)
+    # Far under the 60 s clock, and holding the target: each late interval plus the cycle it plans for
+    # fits in 2.5 s. The cycles' cost follows the machine's load (it fell 25 % within 4 cycles on a busy
+    # CI runner), and the interval follows it, so this checks the plan, not a fixed value; settling on
+    # a known cost stream is tests/test_pace.py's.
+    assert 500 < chosen[-1] < 2500, (chosen, pace)
+    assert all(p["interval_ms"] + p["cycle_ms"] <= p["target_ms"] for p in paces[-5:]), paces[-5:]
+    # Settled, not swinging: no late move of over 10 % is undone by the next one.
+    moves = [b - a for a, b in zip(chosen[-8:], chosen[-7:], strict=False)]
+    swings = [(m, n) for m, n in zip(moves, moves[1:], strict=False)
+              if m * n < 0 and min(abs(m), abs(n)) > 0.1 * chosen[-1]]
+    assert not swings, (swings, chosen)
     assert sorted(order_ids(stack, table)) == sorted(produced)
     one_cycle_at_a_time(stack, config["name"])
 
