@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from pyiceberg.schema import Schema
-from pyiceberg.types import BooleanType, DoubleType, IntegerType, LongType, NestedField, StringType, StructType
+from pyiceberg.types import (
+    BooleanType,
+    DoubleType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+)
 
 from sinklab.sink import IcebergSink
 from sinklab.stack import Stack
@@ -77,6 +86,14 @@ def through_both(stack: Stack, worker: ConnectWorker, unique: str, config: dict[
     return apache, ours
 
 
+def create_both(stack: Stack, namespace: str, columns: list[tuple[str, IcebergType]]) -> None:
+    """The tables ``apache`` and ``sinklab`` in ``namespace``, alike: optional ``columns`` in order."""
+    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
+    stack.catalog.create_namespace_if_not_exists(namespace)
+    for table in ("apache", "sinklab"):
+        stack.catalog.create_table((namespace, table), schema)
+
+
 def produce(stack: Stack, topic: str, records: list[tuple[dict[str, Any] | None, list[tuple[str, bytes]]]]) -> None:
     producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
     for i, (value, headers) in enumerate(records):
@@ -98,15 +115,12 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
          "trace": f"tr{i}", "nest": {"a": i, "b": {"c": f"deep{i}"}}},
         [("skip", b"1")] if i == 3 else []) for i in range(8)]
     produce(stack, unique, [*records, (None, [])])
-    stack.catalog.create_namespace_if_not_exists(unique)
     columns = [("id", LongType()), ("who", StringType()), ("src", StringType()), ("part", IntegerType()),
                ("off", LongType()), ("env", StringType()), ("kts", LongType()), ("card", StringType()),
                ("qty2", LongType()), ("n", IntegerType()), ("price", DoubleType()), ("flag", BooleanType()),
                ("when", LongType()), ("ms", StringType()), ("nest_a", LongType()), ("nest_b_c", StringType()),
                ("secret2", StringType()), ("trace", StringType())]
-    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
-    for table in ("apache", "sinklab"):
-        stack.catalog.create_table((unique, table), schema)
+    create_both(stack, unique, columns)
     config = {
         "topics": unique, "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "false",
         # Tombstones dropped first: Kafka's MaskField fails on one (its null value is no map), as sinklab's does.
@@ -203,10 +217,7 @@ def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack,
     columns = [("id", LongType()), ("name", StringType()), ("_cdc", cdc), ("copied", StringType()),
                ("_kafka_metadata_topic", StringType()), ("_kafka_metadata_partition", IntegerType()),
                ("_kafka_metadata_offset", LongType()), ("_kafka_metadata_timestamp", LongType())]
-    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
-    stack.catalog.create_namespace_if_not_exists(unique)
-    for table in ("apache", "sinklab"):
-        stack.catalog.create_table((unique, table), schema)
+    create_both(stack, unique, columns)
     iceberg = "org.apache.iceberg.connect.transforms."
     config = {"topics": unique, "value.converter.schemas.enable": "false",
               "iceberg.tables.auto-create-enabled": "false", "transforms": "dms,copy,meta",
@@ -234,10 +245,7 @@ def test_a_chain_of_the_other_kafka_transforms_writes_what_kafkas_classes_write(
     produce(stack, unique, records)
     columns = [("o_id", LongType()), ("o_pizza_name", StringType()), ("o_pizza_size", LongType()),
                ("src", StringType()), ("noise", LongType()), ("env", StringType())]
-    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
-    stack.catalog.create_namespace_if_not_exists(unique)
-    for table in ("apache", "sinklab"):
-        stack.catalog.create_table((unique, table), schema)
+    create_both(stack, unique, columns)
     config = {
         "topics": unique, "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "false",
         "transforms": "x,hoist,flat,when,ins,env,key,add,drop,keep,added",
