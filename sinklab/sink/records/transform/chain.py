@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -64,7 +65,8 @@ def step(t: tf.Step, r: Rec, meta: Meta, tombstone: Column) -> Rec:
     if when is None:
         return done
     when = F.coalesce(when, F.lit(False))
-    return Rec(*(F.when(when, a).otherwise(b) for a, b in zip(done.columns(), r.columns(), strict=True)))
+    return Rec(*(F.when(when, a).otherwise(b) for a, b in zip(done.columns(), r.columns(), strict=True)),
+               pre=done.pre)
 
 
 def barrier(c: Column) -> Column:
@@ -104,8 +106,10 @@ def apply_chain(records: DataFrame, chain: list[tf.Step], key_text: Column) -> D
         if t.side == "key" or isinstance(t, tf.ValueToKey):
             meta.pop("key_text", None)
         done = step(t, Rec.named(), meta, tombstone)
-        done = Rec(*done.columns()[:-1], barrier(done.failed))
-        out = out.withColumns(dict(zip(PARTS, done.columns(), strict=True)))
+        if done.pre:
+            out = out.withColumns(dict(done.pre))
+        done = replace(done, failed=barrier(done.failed))
+        out = out.withColumns(dict(zip(PARTS, done.columns(), strict=True))).drop(*dict(done.pre))
     value, bare = F.col(VALUE), F.col(BARE)
     finished = {
         PAYLOAD: F.when(value.isNotNull(), F.to_json(value)).when(bare.isNotNull(), F.to_json(bare)).otherwise(

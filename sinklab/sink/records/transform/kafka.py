@@ -286,9 +286,12 @@ def flatten(t: tf.Flatten, r: Rec, depth: int = 8) -> Rec:
                 "optional": scalar(F.coalesce(F.variant_get(f, "$.optional", "boolean"), F.lit(True))
                                    | F.coalesce(F.variant_get(x, "$.optional", "boolean"), F.lit(True)))}))
         ).otherwise(F.array(f))))
+    flat = "_sinklab_t_flat"
+    out = replace(need_object(r, t, s), pre=((flat, entries),))
+    entries = F.col(flat)
     names = F.transform(entries, lambda e: e["key"])
     deeper = F.exists(entries, lambda e: obj(e["value"]).isNotNull())
-    out = need_object(r, t, s).fail(s.m.isNotNull() & deeper, why(
+    out = out.fail(s.m.isNotNull() & deeper, why(
         t, f"the {t.side} nests deeper than {depth + 1} levels, which sinklab flattens at most"))
     out = out.fail(s.m.isNotNull() & ~unique_keys(names), why(t, "flattening gives two fields one name"))
     value = F.when(unique_keys(names), F.map_from_entries(entries))

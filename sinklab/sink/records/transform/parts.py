@@ -62,6 +62,9 @@ class Rec:
     headers: Column
     dropped: Column
     failed: Column
+    # Columns a step computes in a projection before its own, for expressions its own uses more than once
+    # (a projection evaluates a column once; an expression as often as it is written).
+    pre: tuple[tuple[str, Column], ...] = ()
 
     @staticmethod
     def named() -> Rec:
