@@ -111,6 +111,7 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
     stack.create_topic(unique)
     records: list[tuple[dict[str, Any] | None, list[tuple[str, bytes]]]] = [(
         {"id": i, "name": f"n{i}", "secret2": "s", "card": "4111-1111", "qty2": 3, "n": str(10 + i), "price": 5 + i,
+         "small": 250 + i, "big": 3.5e9 * (1 if i % 2 else -1),
          "flag": i % 2, "when": f"2024-01-04 12:28:{i:02d}", "ms": 1704371293123 + i * 86_400_000,
          "trace": f"tr{i}", "nest": {"a": i, "b": {"c": f"deep{i}"}}},
         [("skip", b"1")] if i == 3 else []) for i in range(8)]
@@ -119,7 +120,7 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
                ("off", LongType()), ("env", StringType()), ("kts", LongType()), ("card", StringType()),
                ("qty2", LongType()), ("n", IntegerType()), ("price", DoubleType()), ("flag", BooleanType()),
                ("when", LongType()), ("ms", StringType()), ("nest_a", LongType()), ("nest_b_c", StringType()),
-               ("secret2", StringType()), ("trace", StringType())]
+               ("secret2", StringType()), ("trace", StringType()), ("small", IntegerType()), ("big", IntegerType())]
     create_both(stack, unique, columns)
     config = {
         "topics": unique, "value.converter.schemas.enable": "false", "iceberg.tables.auto-create-enabled": "false",
@@ -134,7 +135,8 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
         "transforms.rf.type": K + "ReplaceField$Value", "transforms.rf.exclude": "secret2",
         "transforms.rf.renames": "name:who",
         "transforms.mask.type": K + "MaskField$Value", "transforms.mask.fields": "card,qty2",
-        "transforms.cast.type": K + "Cast$Value", "transforms.cast.spec": "n:int32,price:float64,flag:boolean",
+        "transforms.cast.type": K + "Cast$Value", "transforms.cast.spec":
+            "n:int32,price:float64,flag:boolean,small:int8,big:int32",
         "transforms.unix.type": K + "TimestampConverter$Value", "transforms.unix.field": "when",
         "transforms.unix.format": "yyyy-MM-dd HH:mm:ss", "transforms.unix.target.type": "unix",
         "transforms.text.type": K + "TimestampConverter$Value", "transforms.text.field": "ms",
@@ -158,6 +160,8 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
     first = mine[1]
     assert first["src"] == f"{unique}-routed" and first["who"] == "n1" and first["secret2"] is None
     assert (first["card"], first["qty2"], first["n"], first["price"], first["flag"]) == ("", 0, 11, 6.0, True)
+    # Java's narrowing: an int wraps around, a double saturates at an int's range.
+    assert (first["small"], first["big"]) == (251 - 256, 2**31 - 1)
     assert first["when"] == 1704371281000 and first["ms"] == "2024-01-05" and first["trace"] is None
     assert (first["nest_a"], first["nest_b_c"], first["env"], first["part"]) == (1, "deep1", "prod", 0)
 

@@ -191,10 +191,14 @@ def test_icebergs_copy_value_and_dms(stack: Stack) -> None:
 def test_what_sinklab_cannot_run_is_refused_naming_the_alias_and_the_class() -> None:
     base = {"name": "s", "topics": "a", "iceberg.tables": "n.t"}
     with pytest.raises(ConfigError) as custom:
-        load_config({**base, **one("pm", "com.github.jcustenborder.kafka.connect.transform.common."
-                                   "PatternMapString$Value")})
-    assert custom.value.key == "transforms.pm.type" and "'pm'" in str(custom.value)
-    assert "PatternMapString" in str(custom.value) and "run it where the records are produced" in str(custom.value)
+        load_config({**base, **one("cc", "com.github.jcustenborder.kafka.connect.transform.common."
+                                   "ChangeCase$Value")})
+    assert custom.value.key == "transforms.cc.type" and "'cc'" in str(custom.value)
+    assert "ChangeCase" in str(custom.value) and "run it where the records are produced" in str(custom.value)
+    assert "register a Python function under its name (sinklab.sink.register_transform" in str(custom.value)
+    with pytest.raises(ConfigError) as unimportable:
+        load_config({**base, "sinklab.transforms.modules": "no_such_module_here"})
+    assert unimportable.value.key == "sinklab.transforms.modules" and "'no_such_module_here'" in str(unimportable.value)
     with pytest.raises(ConfigError) as formless:
         load_config({**base, **one("c", K + "Cast")})
     assert formless.value.key == "transforms.c.type" and "$Key or $Value" in str(formless.value)
@@ -251,3 +255,31 @@ def test_connect_validate_lists_every_key_it_ignores_and_refuses_naming_the_key(
     path.write_text(json.dumps({"name": "demo", "config": {**config, "transforms.r.type": K + "ExtractTopic$Value"}}))
     refused = run_cli("connect", "validate", str(path))
     assert refused.returncode == 1 and refused.stderr.startswith("sinklab: error: transforms.r.type: transform 'r'")
+
+
+@pytest.mark.spark
+def test_a_python_function_registered_under_a_class_name_runs_that_class(stack: Stack) -> None:
+    """A published config naming a third-party class runs unchanged once a module registers a function under
+    that name: between Kafka's steps, with the record's field order kept, its errors bad records naming the
+    step, the rows it leaves out dropped, and its predicate deciding which records it sees."""
+    conf = {"sinklab.transforms.modules": "pattern_map", "transforms": "src,pm,drop",
+            "transforms.src.type": K + "InsertField$Value", "transforms.src.topic.field": "src",
+            "transforms.pm.type": "com.github.jcustenborder.kafka.connect.transform.common.PatternMapString$Value",
+            "transforms.pm.src.field.name": "phone", "transforms.pm.value.pattern": "[0-9]{4}$",
+            "transforms.pm.value.replacement": "xxxx",
+            "transforms.drop.type": K + "ReplaceField$Value", "transforms.drop.exclude": "noise"}
+    values = [{"phone": "555-1234", "id": 1, "noise": 0}, {"id": 2}, {"id": -3, "phone": "1"}, None]
+    masked, missing, tombstone = chain(stack, conf, values)
+    assert masked["payload"] == {"phone": "555-xxxx", "id": 1, "src": "orders"}
+    assert list(masked["payload"]) == ["phone", "id", "src"] and masked["error"] is None
+    assert missing["error"] == ("transform: transform 'pm' (com.github.jcustenborder.kafka.connect.transform."
+                                "common.PatternMapString$Value): the value has no text field phone")
+    assert tombstone["offset"] == 3 and tombstone["error"] is None  # passed through: no value to map
+    # Its predicate: only topics it matches go through the function.
+    skipped = chain(stack, {**conf, "predicates": "p", "predicates.p.type": K + "predicates.TopicNameMatches",
+                            "predicates.p.pattern": "payments", "transforms.pm.predicate": "p"}, values[:1])
+    assert skipped[0]["payload"] == {"phone": "555-1234", "id": 1, "src": "orders"}
+    with pytest.raises(ConfigError) as broken:
+        chain(stack, {"sinklab.transforms.modules": "pattern_map", **one("b", "com.example.Broken")}, [{"id": 1}])
+    assert broken.value.key == "transforms.b.type" and "headers (array<struct<key:string,value:binary>>)" in str(
+        broken.value)

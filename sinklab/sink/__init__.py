@@ -19,7 +19,7 @@ from sinklab.exceptions import (
     SinkFenced,
     TableMissing,
 )
-from sinklab.sink.config import SinkConfig, load_config
+from sinklab.sink.config import SinkConfig, load_config, register_transform
 from sinklab.sink.cycle import CycleResult
 from sinklab.sink.remote import PATH as SESSIONS_PATH
 from sinklab.sink.remote import RemoteSink, error_json, open_sink, result_json
@@ -28,4 +28,5 @@ from sinklab.sink.wire import read_control_log
 
 __all__ = ["SESSIONS_PATH", "CommitTimeout", "ConfigError", "CycleResult", "IcebergSink", "RecordError",
            "RemoteSink", "RemoteSinkError", "ReplayError", "SinkConfig", "SinkError", "SinkFenced", "SinkStatus",
-           "TableMissing", "error_json", "load_config", "open_sink", "read_control_log", "result_json"]
+           "TableMissing", "error_json", "load_config", "open_sink", "read_control_log", "register_transform",
+           "result_json"]

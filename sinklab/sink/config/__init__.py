@@ -5,5 +5,6 @@ which the docs site's build imports)."""
 
 from sinklab.sink.config import keys
 from sinklab.sink.config.sink_config import SinkConfig, load_config, read_connect_json
+from sinklab.sink.config.transforms import register_transform
 
-__all__ = ["SinkConfig", "keys", "load_config", "read_connect_json"]
+__all__ = ["SinkConfig", "keys", "load_config", "read_connect_json", "register_transform"]

@@ -140,6 +140,7 @@ COMMIT_TARGET_LAG_MS: Final = "sinklab.commit.target-lag-ms"
 RETRY_TIMEOUT_MS: Final = "sinklab.retry.timeout-ms"
 RETRY_TIMEOUT_MS_DEFAULT: Final = 600_000
 FLATTEN: Final = "sinklab.flatten"
+TRANSFORMS_MODULES: Final = "sinklab.transforms.modules"
 FLATTEN_SEPARATOR: Final = "sinklab.flatten.separator"
 FLATTEN_SEPARATOR_DEFAULT: Final = "_"
 MAINTENANCE_PREFIX: Final = "sinklab.maintenance."
@@ -435,8 +436,9 @@ SINK_KEYS: tuple[Key, ...] = (
             "own (InsertField, ReplaceField, MaskField, Cast, TimestampConverter, ExtractField, HoistField, "
             "ValueToKey, Flatten, RegexRouter, TimestampRouter, Filter, DropHeaders, InsertHeader, HeaderFrom, "
             "SetSchemaMetadata), Iceberg's (`KafkaMetadataTransform`, `DebeziumTransform`, `CopyValue`, "
-            "`DmsTransform`) and Debezium's `ExtractNewRecordState`. Any other class is "
-            "refused before the sink starts (docs/connect.md, \"Transforms\")."),
+            "`DmsTransform`) and Debezium's `ExtractNewRecordState`; any other class as the Python function "
+            "registered under its name (`sinklab.transforms.modules`), or it is refused before the sink starts "
+            "(docs/connect.md, \"Transforms\")."),
     Key(TRANSFORMS + ".<alias>.type", "CLASS", "connect", "Transforms", importance="LOW",
         doc="The transform's class, with its `$Key` or `$Value` form where it has one."),
     Key(TRANSFORMS + ".*", "STRING", "connect", "Transforms", importance="LOW",
@@ -449,6 +451,10 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="The predicate's class."),
     Key(PREDICATES + ".*", "STRING", "connect", "Transforms", importance="LOW",
         doc="A predicate's settings: `pattern` (TopicNameMatches), `name` (HasHeaderKey)."),
+    Key(TRANSFORMS_MODULES, "LIST", "sinklab", "Transforms", default="", importance="LOW",
+        doc="Python modules imported before the transforms are read, so that the functions they register "
+            "(`sinklab.sink.register_transform`) run the classes a chain names that sinklab has no expressions for "
+            "(docs/connect.md, \"A transform of your own\")."),
     Key(FLATTEN, "BOOLEAN", "sinklab", "Transforms", default=False, importance="LOW",
         doc="Flatten nested fields into columns after the transforms, their names joined by "
             "`sinklab.flatten.separator`."),

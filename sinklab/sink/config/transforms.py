@@ -1,17 +1,24 @@
 """Single-message transforms and predicates, read from a connector's ``transforms.*`` and ``predicates.*``
 keys: Kafka Connect's own (``org.apache.kafka.connect.transforms``), Iceberg's, and Debezium's
 ``ExtractNewRecordState``; each with the settings its class documents, its defaults, and its ``$Key`` or
-``$Value`` side. ``records.transform`` turns a chain into Spark expressions; a class sinklab does not run
-is refused here, naming the alias and the class, before anything runs."""
+``$Value`` side. ``records.transform`` turns a chain into Spark expressions. Any other class runs as the
+Python function registered under its name (``register_transform``), or is refused here, naming the alias
+and the class, before anything runs."""
 
 from __future__ import annotations
 
+import importlib
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sinklab.exceptions import ConfigError
+from sinklab.sink.config.keys import TRANSFORMS_MODULES as MODULES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 KAFKA = "org.apache.kafka.connect.transforms."
 PREDICATES = KAFKA + "predicates."
@@ -208,10 +215,37 @@ class SetSchemaMetadata(Step):
     version: int | None = None
 
 
+class Python(Step):
+    """A class sinklab has no expressions for, run as the Python function registered under its name."""
+
+    kind: Literal["python"] = "python"
+    cls: str
+    settings: tuple[tuple[str, str], ...] = ()  # its transforms.<alias>.* settings, as given
+
+
+# A Python transform: the records as a frame (``records.transform.python`` says which columns) and the
+# transform's settings, to the records it returns.
+PythonTransform = Callable[["DataFrame", Mapping[str, str]], "DataFrame"]
+_REGISTERED: dict[str, PythonTransform] = {}
+
+
+def register_transform(cls: str, function: PythonTransform) -> None:
+    """Run ``function`` wherever a connector's chain names the transform class ``cls`` (for example a
+    third-party class such as ``com.github.jcustenborder.kafka.connect.transform.common.PatternMapString$Value``):
+    the published config then runs unchanged. docs/connect.md, "A transform of your own"."""
+    if not cls.strip():
+        raise ValueError("a transform's class name is needed to register it")
+    _REGISTERED[cls.strip()] = function
+
+
+def registered(cls: str) -> PythonTransform | None:
+    return _REGISTERED.get(cls)
+
+
 Transform = Annotated[
     KafkaMetadata | Debezium | Flatten | InsertField | ReplaceField | MaskField | Cast | TimestampConverter
     | ExtractField | HoistField | ValueToKey | RegexRouter | TimestampRouter | Filter | DropHeaders | InsertHeader
-    | HeaderFrom | SetSchemaMetadata | CopyValue | Dms | ExtractNewRecordState, Field(discriminator="kind")]
+    | HeaderFrom | SetSchemaMetadata | CopyValue | Dms | ExtractNewRecordState | Python, Field(discriminator="kind")]
 
 
 # ---- reading the keys
@@ -246,6 +280,12 @@ class _Settings:
         if value.strip().lower() not in ("true", "false"):
             raise ConfigError(self.prefix + name, f"expected true or false, got {value!r}")
         return value.strip().lower() == "true"
+
+    def rest(self) -> tuple[tuple[str, str], ...]:
+        """Every setting left, taken (a Python transform reads them itself)."""
+        out = tuple(sorted((k, str(v)) for k, v in self.props.items()))
+        self.props.clear()
+        return out
 
     def choice(self, name: str, choices: tuple[str, ...], default: str | None = None) -> str:
         value = self.text(name, default)
@@ -414,8 +454,11 @@ def _model(alias: str, cls: str) -> tuple[type[Step], Any, Side]:
     for package in ICEBERG:
         if cls.startswith(package) and cls.removeprefix(package) in _ICEBERG_CLASSES:
             return (*_ICEBERG_CLASSES[cls.removeprefix(package)], "value")
+    if cls in _REGISTERED:
+        return Python, lambda s: {"cls": cls, "settings": s.rest()}, "value"
     raise ConfigError(prefix + "type", f"transform {alias!r} is {cls!r}, which sinklab cannot run (it runs "
-                      f"{', '.join(runnable())}): run it where the records are produced, or drop it")
+                      f"{', '.join(runnable())}): run it where the records are produced, register a Python "
+                      f"function under its name (sinklab.sink.register_transform, named in {MODULES}), or drop it")
 
 
 def read_predicates(conf: dict[str, Any]) -> dict[str, Predicate]:
@@ -443,6 +486,11 @@ def read_predicates(conf: dict[str, Any]) -> dict[str, Predicate]:
 def read_chain(conf: dict[str, Any], notes: list[str]) -> list[Step]:
     """The ``transforms`` chain of a connector's flat config, in order; unknown settings noted (they change
     nothing, in Kafka Connect either); a class or setting sinklab cannot honour refused (ConfigError)."""
+    for module in _names(conf.get(MODULES, "")):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # any error of the user's module: named, with the key that named it
+            raise ConfigError(MODULES, f"cannot import {module!r}: {type(exc).__name__}: {exc}") from exc
     predicates = read_predicates(conf)
     used: set[str] = set()
     out: list[Step] = []

@@ -26,6 +26,7 @@ from sinklab.sink.records.transform.parts import (
     text_of,
     unique_keys,
 )
+from sinklab.sink.records.transform.python import run_python
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -105,6 +106,10 @@ def apply_chain(records: DataFrame, chain: list[tf.Step], key_text: Column) -> D
     for t in chain:
         if t.side == "key" or isinstance(t, tf.ValueToKey):
             meta.pop("key_text", None)
+        if isinstance(t, tf.Python):
+            meta.pop("key_text", None)  # the function may change the key
+            out = run_python(out, t, meta["millis"], applies(t.predicate, t.negate, Rec.named(), tombstone))
+            continue
         done = step(t, Rec.named(), meta, tombstone)
         if done.pre:
             out = out.withColumns(dict(done.pre))

@@ -125,6 +125,7 @@ def mask_field(t: tf.MaskField, r: Rec) -> Rec:
     return out.with_side(t, with_values(s.m, dict.fromkeys(t.fields, masked)), s.bare)
 
 
+_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _CAST_SQL = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float32": "float",
              "float64": "double", "boolean": "boolean", "string": "string"}
 
@@ -142,10 +143,19 @@ def cast_value(x: Column, kind: str) -> Column:
         if kind.startswith("float"):
             number = F.when(source == "BOOLEAN", as_int).otherwise(F.try_variant_get(x, "$", "double"))
         else:
-            # Java narrows 1.9 to 1: a cast of a double to an integer truncates too.
+            # As Java's Number.byteValue() and the like: a double is truncated, saturating at an int's range (a
+            # long's for int64; NaN is 0), and an integer keeps the low bits of the narrower type (300 is 44
+            # as int8): sign-extended shifts, which cannot overflow.
+            bits = _BITS[kind]
+            double = F.try_variant_get(x, "$", "double")
+            top = 2.0 ** 63 if bits == 64 else 2.0 ** 31
+            whole = F.when(F.isnan(double), F.lit(0.0)).otherwise(F.greatest(F.least(double, F.lit(top - 1)),
+                                                                             F.lit(-top))).cast("bigint")
             number = F.when(source == "BOOLEAN", as_int).when(
-                source.startswith("DECIMAL") | source.isin("DOUBLE", "FLOAT"),
-                F.try_variant_get(x, "$", "double").try_cast("bigint")).otherwise(F.try_variant_get(x, "$", "bigint"))
+                source.startswith("DECIMAL") | source.isin("DOUBLE", "FLOAT"), whole).otherwise(
+                F.try_variant_get(x, "$", "bigint"))
+            if bits < 64:
+                number = F.shiftright(F.shiftleft(number.cast("bigint"), 64 - bits), 64 - bits)
         out = scalar(number.try_cast(_CAST_SQL[kind]))
     return F.when(is_null(x), x).otherwise(out)
 
