@@ -281,13 +281,20 @@ def flatten(t: tf.Flatten, r: Rec, depth: int = 8) -> Rec:
     naming the limit, never left half flat. The rounds work on the entries (a map checks each key it
     is built with), and the map is built once at the end."""
     s = r.side(t)
-    entries = F.map_entries(s.m)
-    fields = fields_of(s.schema)
-    for _ in range(depth):
-        entries = F.flatten(F.transform(entries, lambda e: F.coalesce(
+
+    def nested(entries: Column) -> Column:
+        return F.exists(entries, lambda e: obj(e["value"]).isNotNull())
+
+    def one_level(entries: Column, _: Column) -> Column:
+        return F.when(nested(entries), F.flatten(F.transform(entries, lambda e: F.coalesce(
             F.transform(F.map_entries(obj(e["value"])),
                         lambda x: entry(F.concat(e["key"], F.lit(t.delimiter), x["key"]), x["value"])),
-            F.array(e))))
+            F.array(e))))).otherwise(entries)
+
+    # The rounds as aggregate's steps over its accumulator, each skipped once the record is flat.
+    entries = F.aggregate(F.sequence(F.lit(1), F.lit(depth)), F.map_entries(s.m), one_level)
+    fields = fields_of(s.schema)
+    for _ in range(depth):
         fields = F.flatten(F.transform(fields, lambda f: F.when(
             (F.variant_get(f, "$.type", "string") == "struct") & F.variant_get(f, "$.name", "string").isNull(),
             F.transform(fields_of(f), lambda x: set_keys(x, {
@@ -300,7 +307,7 @@ def flatten(t: tf.Flatten, r: Rec, depth: int = 8) -> Rec:
     out = replace(need_object(r, t, s), pre=((flat, entries),))
     entries = F.col(flat)
     names = F.transform(entries, lambda e: e["key"])
-    deeper = F.exists(entries, lambda e: obj(e["value"]).isNotNull())
+    deeper = nested(entries)
     out = out.fail(s.m.isNotNull() & deeper, why(
         t, f"the {t.side} nests deeper than {depth + 1} levels, which sinklab flattens at most"))
     out = out.fail(s.m.isNotNull() & ~unique_keys(names), why(t, "flattening gives two fields one name"))
