@@ -33,5 +33,10 @@ def dropping_a_column(frame: DataFrame, settings: Mapping[str, str]) -> DataFram
     return frame.drop("headers")
 
 
+def raising(frame: DataFrame, settings: Mapping[str, str]) -> DataFrame:
+    raise KeyError("pattern")
+
+
 register_transform(CLASS, pattern_map)
+register_transform("com.example.Raising", raising)
 register_transform("com.example.Broken", dropping_a_column)

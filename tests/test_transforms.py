@@ -283,3 +283,6 @@ def test_a_python_function_registered_under_a_class_name_runs_that_class(stack: 
         chain(stack, {"sinklab.transforms.modules": "pattern_map", **one("b", "com.example.Broken")}, [{"id": 1}])
     assert broken.value.key == "transforms.b.type" and "headers (array<struct<key:string,value:binary>>)" in str(
         broken.value)
+    with pytest.raises(ConfigError) as raised:
+        chain(stack, {"sinklab.transforms.modules": "pattern_map", **one("r", "com.example.Raising")}, [{"id": 1}])
+    assert raised.value.key == "transforms.r.type" and "failed: KeyError: 'pattern'" in str(raised.value)

@@ -2,7 +2,7 @@
 
 A value that is an object is held as a ``map<string,variant>`` read once from the record's JSON: a map
 keeps the record's field order (a VARIANT object sorts its keys) and a step changes it without turning
-a VARIANT into a map and back (bench/README.md, "Transforms as Spark expressions": that cost 30x).
+a VARIANT into a map and back (bench/README.md, "Transforms as Spark expressions": 5-11x faster).
 A value that is no object (a scalar, an array, JSON null) is held as a VARIANT beside it. The value's
 Connect schema and the key are VARIANTs.
 
@@ -86,11 +86,6 @@ class Rec:
         if t.side == "value":
             return replace(self, value=m, bare=bare, schema=self.schema if schema is None else schema)
         return replace(self, key=F.coalesce(var(m), bare))
-
-    def with_variant(self, t: tf.Step, v: Column, schema: Column | None = None) -> Rec:
-        """The record with ``t``'s part now the VARIANT ``v``, whatever it holds."""
-        m = obj(v)
-        return self.with_side(t, m, F.when(m.isNull(), v), schema)
 
     def fail(self, when: Column, why: Column | str) -> Rec:
         """The record fails here ``when`` so, unless an earlier step dropped it (it never got here)."""

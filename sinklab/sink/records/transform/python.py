@@ -64,11 +64,16 @@ def run_python(records: DataFrame, t: tf.Python, millis: Column, applies: Column
         F.col("offset").alias("offset"), F.timestamp_millis(millis).alias("timestamp"),
         F.col(HEADERS).alias("headers"), F.lit(None).cast("string").alias("error"),
         F.struct(*[F.col(f"`{c}`") for c in columns]).alias(REST)).select(*FRAME, REST)
-    out = function(frame, dict(t.settings))
-    expected = {f.name: f.dataType for f in frame.schema.fields}
-    got = {f.name: f.dataType for f in out.schema.fields}
-    wrong = [f"{n} ({expected[n].simpleString()})" for n in expected if n not in ("partition", "offset", "timestamp")
-             and (n not in got or got[n] != expected[n])]
+    try:
+        out = function(frame, dict(t.settings))
+    except Exception as exc:  # the user's code: named with the step it runs for, never swallowed
+        raise ConfigError(f"transforms.{t.alias}.type", f"the Python function registered for {t.cls!r} failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    # Compared as types, whatever their nullability (a function's own arrays may say they hold nulls).
+    expected = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    got = {f.name: f.dataType.simpleString() for f in out.schema.fields}
+    wrong = [f"{n} ({expected[n]})" for n in expected if n not in ("partition", "offset", "timestamp")
+             and got.get(n) != expected[n]]
     if wrong:
         raise ConfigError(f"transforms.{t.alias}.type", f"the Python function registered for {t.cls!r} returned "
                           f"a frame without the columns {', '.join(wrong)}, as it was given them")
@@ -82,4 +87,6 @@ def run_python(records: DataFrame, t: tf.Python, millis: Column, applies: Column
         KEY: F.col("_sinklab_k"), TOPIC: F.col("_sinklab_tp"), HEADERS: F.col("_sinklab_h"),
         FAILED: F.when(F.col("_sinklab_e").isNotNull(), F.concat(
             F.lit(f"{TRANSFORM}: transform {t.alias!r} ({t.cls}): "), F.col("_sinklab_e")))})
+    # The records the function does not see join those it returned. Spark runs the chain's earlier steps
+    # once per side of the union: a Python step costs those twice.
     return back.select(*columns).unionByName(records.where(~live))
