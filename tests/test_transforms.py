@@ -188,6 +188,25 @@ def test_icebergs_copy_value_and_dms(stack: Stack) -> None:
     assert deleted["payload"] == {"id": 1, "_cdc": {"op": "D", "ts": "t", "source": "s.o"}}
 
 
+@pytest.mark.spark
+def test_json_to_map_types_a_text_value_and_refuses_other_converters(stack: Stack) -> None:
+    conf = {"value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            **one("j", ICEBERG + "JsonToMapTransform")}
+    [typed, nested] = chain(stack, conf, [{"id": 1, "n": None, "o": {"a": [1]}}, {"id": 2, "deep": [[1], [2]]}])
+    assert typed["payload"] == {"id": 1, "n": None, "o": {"a": [1]}}  # the JSON stays; its schema says how to read it
+    assert typed["schema"] == {"type": "struct", "optional": False, "fields": [
+        {"field": "id", "type": "int32", "optional": True},
+        {"field": "o", "type": "map", "keys": {"type": "string", "optional": False},
+         "values": {"type": "string", "optional": False}, "optional": True}]}
+    assert nested["error"].endswith("an array of arrays, which sinklab does not type as Iceberg's class does")
+    [root] = chain(stack, {**conf, "transforms.j.json.root": "true"}, [{"id": 1, "o": {"a": 1}}])
+    assert root["payload"] == {"payload": {"id": 1, "o": {"a": 1}}}
+    assert [f["field"] for f in root["schema"]["fields"]] == ["payload"]
+    with pytest.raises(ConfigError) as refused:
+        load_config({"name": "s", "topics": "a", "iceberg.tables": "n.t", **one("j", ICEBERG + "JsonToMapTransform")})
+    assert refused.value.key == "transforms.j.type" and "StringConverter" in str(refused.value)
+
+
 def test_what_sinklab_cannot_run_is_refused_naming_the_alias_and_the_class() -> None:
     base = {"name": "s", "topics": "a", "iceberg.tables": "n.t"}
     with pytest.raises(ConfigError) as custom:

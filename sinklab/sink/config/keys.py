@@ -436,8 +436,9 @@ SINK_KEYS: tuple[Key, ...] = (
             "own (InsertField, ReplaceField, MaskField, Cast, TimestampConverter, ExtractField, HoistField, "
             "ValueToKey, Flatten, RegexRouter, TimestampRouter, Filter, DropHeaders, InsertHeader, HeaderFrom, "
             "SetSchemaMetadata), Iceberg's (`KafkaMetadataTransform`, `DebeziumTransform`, `CopyValue`, "
-            "`DmsTransform`) and Debezium's `ExtractNewRecordState`; any other class as the Python function "
-            "registered under its name (`sinklab.transforms.modules`), or it is refused before the sink starts "
+            "`DmsTransform`, `JsonToMapTransform`) and Debezium's `ExtractNewRecordState`; any other class as "
+            "the Python function registered under its name (`sinklab.transforms.modules`), or it is refused "
+            "before the sink starts "
             "(docs/connect.md, \"Transforms\")."),
     Key(TRANSFORMS + ".<alias>.type", "CLASS", "connect", "Transforms", importance="LOW",
         doc="The transform's class, with its `$Key` or `$Value` form where it has one."),

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from sinklab.exceptions import ConfigError
 from sinklab.sink.config import keys
 from sinklab.sink.config.keys import Key
-from sinklab.sink.config.transforms import Flatten, Transform, read_chain
+from sinklab.sink.config.transforms import Flatten, JsonToMap, Transform, read_chain
 from sinklab.sink.wire.avro import AVRO_CONVERTER
 from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.wire.registry import Format, RegistrySettings, strategy_name
@@ -147,8 +147,10 @@ class SinkConfig(BaseModel):
 
     @property
     def typed_values(self) -> bool:
-        """Whether each value brings its schema (Connect's envelope, or a writer schema in a registry)."""
-        return self.schemas_enable or self.value_registry is not None
+        """Whether each value brings its schema (Connect's envelope, a writer schema in a registry, or the
+        one JsonToMapTransform gives it)."""
+        return self.schemas_enable or self.value_registry is not None or any(
+            isinstance(t, JsonToMap) for t in self.transforms)
 
     def table_branch(self, table: str) -> str:
         return self.commit_branch.get(table, self.default_commit_branch)
@@ -282,6 +284,10 @@ def read_value(decl: Key, key: str, value: Any) -> Any:
 def _transforms(conf: dict[str, Any], notes: list[str]) -> list[Transform]:
     """Kafka Connect's ``transforms`` chain (``transforms.read_chain``), then sinklab's own flattening."""
     out: list[Transform] = read_chain(conf, notes)  # type: ignore[assignment]
+    for t in out:
+        if isinstance(t, JsonToMap) and str(conf.get(keys.VALUE_CONVERTER)) not in STRING_CONVERTERS:
+            raise ConfigError(f"transforms.{t.alias}.type", f"JsonToMapTransform reads a value as text, as Iceberg's "
+                              f"class requires: set {keys.VALUE_CONVERTER} to {sorted(STRING_CONVERTERS)[0]}")
     if keys.FLATTEN_SEPARATOR in conf or _bool(keys.FLATTEN, conf.get(keys.FLATTEN, False)):
         out.append(Flatten(alias=keys.FLATTEN, delimiter=str(conf.get(keys.FLATTEN_SEPARATOR,
                                                                        keys.FLATTEN_SEPARATOR_DEFAULT))))

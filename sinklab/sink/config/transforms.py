@@ -198,6 +198,16 @@ class Dms(Step):
     kind: Literal["dms"] = "dms"
 
 
+class JsonToMap(Step):
+    """Iceberg's JsonToMapTransform, on a value read as text (StringConverter): the object becomes a struct
+    whose fields are typed as Iceberg's JsonToMapUtils types them (a nested object a map of texts, an array
+    of mixed types an array of texts, a null or empty field left out); ``root`` (``json.root``): one
+    field ``payload``, the whole object as a map of texts."""
+
+    kind: Literal["json-to-map"] = "json-to-map"
+    root: bool = False
+
+
 class ExtractNewRecordState(Step):
     """Debezium's ExtractNewRecordState (unwrap): a change event becomes its row (``after``; ``before`` for a
     delete rewritten), with ``add.fields`` from the envelope or its source as ``__<name>``."""
@@ -245,7 +255,8 @@ def registered(cls: str) -> PythonTransform | None:
 Transform = Annotated[
     KafkaMetadata | Debezium | Flatten | InsertField | ReplaceField | MaskField | Cast | TimestampConverter
     | ExtractField | HoistField | ValueToKey | RegexRouter | TimestampRouter | Filter | DropHeaders | InsertHeader
-    | HeaderFrom | SetSchemaMetadata | CopyValue | Dms | ExtractNewRecordState | Python, Field(discriminator="kind")]
+    | HeaderFrom | SetSchemaMetadata | CopyValue | Dms | JsonToMap | ExtractNewRecordState | Python,
+    Field(discriminator="kind")]
 
 
 # ---- reading the keys
@@ -405,6 +416,7 @@ _ICEBERG_CLASSES: dict[str, tuple[type[Step], Any]] = {
     "DebeziumTransform": (Debezium, lambda s: {"target_pattern": s.text("cdc.target.pattern")}),
     "CopyValue": (CopyValue, lambda s: {"source": s.required("source.field"), "target": s.required("target.field")}),
     "DmsTransform": (Dms, lambda s: {}),
+    "JsonToMapTransform": (JsonToMap, lambda s: {"root": s.flag("json.root", False)}),
 }
 UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
 

@@ -44,7 +44,8 @@ OWN: dict[type, Callable[[tf.Step, Rec], Rec]] = {  # those that need nothing bu
     tf.RegexRouter: kafka.regex_router, tf.HeaderFrom: kafka.header_from,
     tf.SetSchemaMetadata: kafka.set_schema_metadata, tf.DropHeaders: kafka.drop_headers,
     tf.InsertHeader: kafka.insert_header, tf.Filter: kafka.filter_out,
-    tf.CopyValue: iceberg.copy_value, tf.Dms: iceberg.dms, tf.ExtractNewRecordState: debezium.unwrap,
+    tf.CopyValue: iceberg.copy_value, tf.Dms: iceberg.dms, tf.JsonToMap: iceberg.json_to_map,
+    tf.ExtractNewRecordState: debezium.unwrap,
 }
 
 

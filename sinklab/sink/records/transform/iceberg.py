@@ -14,7 +14,9 @@ from sinklab.sink.records.transform.parts import (
     appended,
     field_schema,
     fields_of,
+    is_null,
     keys_at,
+    kind_of,
     name_of,
     need_object,
     obj,
@@ -115,3 +117,66 @@ def debezium(t: tf.Debezium, r: Rec, meta: dict[str, Column]) -> Rec:
         F.lit("fields"), F.concat(fields_of(image_schema), F.array(cdc_field)))))
     row = ordered(image, F.when(deleted, keys_at("$.before")).otherwise(keys_at("$.after")))
     return out.with_side(t, appended(row, {"_cdc": cdc}), None, schema)
+
+
+# Connect schemas as JSON text, as Iceberg's JsonToMapUtils gives them to a JSON value's kind.
+_OPTIONAL = {kind: f'{{"type":"{kind}","optional":true}}' for kind in ("string", "boolean", "int32", "int64",
+                                                                       "float64")}
+_TEXTS = '{"type":"map","keys":{"type":"string","optional":false},"values":{"type":"string","optional":false}'
+_JSON_TO_MAP = {**_OPTIONAL, "map": _TEXTS + ',"optional":true}',
+                "decimal": '{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal",'
+                           '"version":1,"parameters":{"scale":"0"}}'}
+_ARRAY_OF = {kind: f'{{"type":"array","items":{text},"optional":true}}' for kind, text in _JSON_TO_MAP.items()}
+_UNSUPPORTED = "!"
+
+
+def _lookup(table: dict[str, str], name: Column) -> Column:
+    return F.element_at(F.create_map(*[F.lit(x) for k, v in table.items() for x in (k, v)]), name)
+
+
+def _json_kind(x: Column) -> Column:
+    """The kind Jackson's node class gives a JSON value: string, boolean, int32 (an IntNode), int64, decimal
+    (an integer beyond a long's range), float64, map (any object), array, or null."""
+    kind = kind_of(x)
+    whole = F.try_variant_get(x, "$", "bigint")
+    return (F.when(is_null(x), F.lit("null")).when(kind == "STRING", F.lit("string"))
+            .when(kind == "BOOLEAN", F.lit("boolean"))
+            .when(kind.isin("BIGINT", "INT", "SMALLINT", "TINYINT"),
+                  F.when(whole.between(-(2 ** 31), 2 ** 31 - 1), F.lit("int32")).otherwise(F.lit("int64")))
+            .when(kind.startswith("DECIMAL") & kind.endswith(",0)"), F.lit("decimal"))
+            .when(kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT"), F.lit("float64"))
+            .when(kind.startswith("OBJECT"), F.lit("map")).when(kind.startswith("ARRAY"), F.lit("array")))
+
+
+def _json_schema(x: Column) -> Column:
+    """A field's Connect schema as JSON text, as JsonToMapUtils.schemaFromNode gives it; null: the field is
+    left out (a null, an empty object or array); ``_UNSUPPORTED`` for an array of arrays."""
+    kind = _json_kind(x)
+    elements = F.array_distinct(F.transform(F.try_variant_get(x, "$", "array<variant>"), _json_kind))
+    array = (F.when(F.size(elements) == 0, F.lit(None)).when(F.size(elements) > 1, F.lit(_ARRAY_OF["string"]))
+             .when(elements[0] == "null", F.lit(_ARRAY_OF["string"])).when(elements[0] == "array", F.lit(_UNSUPPORTED))
+             .otherwise(_lookup(_ARRAY_OF, elements[0])))
+    return (F.when(kind == "null", F.lit(None)).when(kind == "array", array)
+            .when(kind == "map", F.when(F.size(obj(x)) > 0, F.lit(_JSON_TO_MAP["map"])))
+            .otherwise(_lookup(_JSON_TO_MAP, kind)))
+
+
+def json_to_map(t: tf.JsonToMap, r: Rec) -> Rec:
+    """The value keeps its JSON: a table's map and array-of-text columns read an object and an array as texts,
+    as Iceberg's class makes them. What changes is the schema a table is created and evolved by."""
+    s = r.side(t)
+    if t.root:
+        schema = F.parse_json(F.lit(f'{{"type":"struct","optional":false,"fields":[{{"field":"payload",'
+                                    f'{_TEXTS[1:]},"optional":true}}]}}'))
+        return need_object(r, t, s).with_side(t, F.when(s.m.isNotNull(), F.create_map(F.lit("payload"), s.whole())),
+                                              s.bare, F.when(s.m.isNotNull(), schema))
+    fields = F.filter(F.transform(F.map_entries(s.m), lambda e: F.when(
+        _json_schema(e["value"]).isNotNull(), F.concat(F.lit('{"field":'), F.to_json(scalar(e["key"])), F.lit(","),
+                                                       F.substring(_json_schema(e["value"]), 2, 1 << 20)))),
+        lambda f: f.isNotNull())
+    unsupported = F.exists(F.map_values(s.m), lambda x: F.coalesce(_json_schema(x) == _UNSUPPORTED, F.lit(False)))
+    out = need_object(r, t, s).fail(s.m.isNotNull() & unsupported, why(
+        t, "an array of arrays, which sinklab does not type as Iceberg's class does"))
+    schema = F.parse_json(F.concat(F.lit('{"type":"struct","optional":false,"fields":['), F.concat_ws(",", fields),
+                                   F.lit("]}")))
+    return out.with_side(t, s.m, s.bare, F.when(s.m.isNotNull() & ~unsupported, schema))
