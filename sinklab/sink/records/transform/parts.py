@@ -141,15 +141,10 @@ def entry(name: Column | str, value: Column) -> Column:
 
 def with_keys(m: Column, entries: dict[str, Column]) -> Column:
     """The map ``m`` with ``entries`` set: a key it has keeps its place, a new one comes last."""
-    def updated(k: Column, x: Column) -> Column:
-        out = x
-        for n, c in entries.items():
-            out = F.when(k == n, c).otherwise(out)
-        return out
-
+    updated = with_values(m, {n: (lambda _, c=c: c) for n, c in entries.items()})
     new = F.filter(F.array(*[F.when(~F.map_contains_key(m, n), entry(n, c)) for n, c in entries.items()]),
                    lambda e: e.isNotNull())
-    return F.map_concat(F.transform_values(m, updated), F.map_from_entries(new))
+    return F.map_concat(updated, F.map_from_entries(new))
 
 
 def appended(m: Column, entries: dict[str, Column]) -> Column:
