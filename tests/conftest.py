@@ -10,6 +10,7 @@ import pytest
 import spark_jvm
 
 from sinklab.stack import Stack
+from sinklab.stack.apache_sink import ConnectWorker, scratch_dir
 
 spark_jvm.configure()  # before any Spark starts: see spark_jvm's docstring
 
@@ -35,6 +36,14 @@ def workdir(tmp_path: Path) -> Path:
 def stack_file(stack: Stack, tmp_path: Path) -> Path:
     """The shared stack's stack.json, for sinks run as processes (``sinklab sink run --stack``)."""
     return stack.write(tmp_path / "stack.json")
+
+
+@pytest.fixture(scope="session")
+def connect_worker(stack: Stack) -> Iterator[ConnectWorker]:
+    """Apache's sink in a standalone Connect worker on the shared stack (started on first use), with Kafka's,
+    Iceberg's and Apicurio's classes on its classpath: what sinklab's reading is compared with."""
+    with ConnectWorker(stack, scratch_dir(stack)) as worker:
+        yield worker
 
 
 @pytest.fixture(scope="session")

@@ -130,3 +130,55 @@ def test_the_settings_a_sink_keeps_on_its_tables_hold_no_credentials_and_read_ba
     back = SinkConfig.model_validate_json(kept)
     assert back.value_registry is not None and back.value_registry.registry_url == "http://reg:8081/api"
     assert back.transforms == config.transforms and back.tables == ["a.b"] and back.group_id == config.group_id
+
+
+APICURIO = "io.apicurio.registry.utils.converter.AvroConverter"
+
+
+def test_apicurios_avro_converter_reads_its_frame_settings_and_refuses_what_it_cannot_honour() -> None:
+    """Apicurio's AvroConverter: where the id is (headers, payload of 8 or 4 bytes), which id, the native API's
+    URL and credentials; a serializer's settings are noted as changing nothing; what sinklab cannot read is
+    refused, naming the key."""
+    base = {"topics": "t", "iceberg.tables": "a.b", "value.converter": APICURIO,
+            "value.converter.apicurio.registry.url": "http://reg:8080/apis/registry/v2"}
+    config = from_connect("s", {**base, "value.converter.apicurio.registry.auto-register": "true",
+                                "value.converter.apicurio.registry.find-latest": "true"})
+    registry = config.value_registry
+    assert registry is not None and registry.apicurio is not None and registry.format == "avro"
+    assert registry.registry_url == "http://reg:8080/apis/registry/v2"
+    assert (registry.apicurio.use_id, registry.apicurio.id_size, registry.apicurio.headers_enabled) == (
+        "globalId", 8, True)  # Apicurio 2.x's defaults
+    assert sorted(n.split(":")[0] for n in config.notes if "serializer" in n) == [
+        "value.converter.apicurio.registry.auto-register", "value.converter.apicurio.registry.find-latest"]
+    frame = from_connect("s", {**base, "value.converter.apicurio.registry.use-id": "contentId",
+                               "value.converter.apicurio.registry.as-confluent": "true",
+                               "value.converter.apicurio.registry.headers.enabled": "false",
+                               "value.converter.apicurio.registry.headers.value.contentId.name": "cid",
+                               "value.converter.apicurio.auth.username": "u",
+                               "value.converter.apicurio.auth.password": "pw",
+                               "value.converter.apicurio.registry.request.headers.Authorization": "Bearer t0k"}
+                         ).value_registry
+    assert frame is not None and frame.apicurio is not None
+    assert (frame.apicurio.use_id, frame.apicurio.id_size, frame.apicurio.headers_enabled) == ("contentId", 4, False)
+    assert frame.apicurio.header_names == {"contentId": "cid"} and frame.user_info == "u:pw"
+    assert frame.apicurio.request_headers == {"Authorization": "Bearer t0k"}
+    handler = from_connect("s", {**base, "value.converter.apicurio.registry.id-handler":
+                                 "io.apicurio.registry.serde.Legacy4ByteIdHandler"}).value_registry
+    assert handler is not None and handler.apicurio is not None and handler.apicurio.id_size == 4
+    # Keys through Apicurio's converter take the values' registry; a Confluent one's URL is not Apicurio's API.
+    keyed = from_connect("s", {**base, "key.converter": APICURIO})
+    assert keyed.key_registry is not None and keyed.key_registry.registry_url == registry.registry_url
+    mixed = from_connect("s", {**base, "key.converter": "io.confluent.connect.avro.AvroConverter"})
+    assert mixed.key_registry is not None and mixed.key_registry.registry_url is None
+    for prop, value in (("apicurio.registry.avro.encoding", "JSON"), ("apicurio.registry.use-id", "artifactId"),
+                        ("apicurio.registry.id-handler", "com.example.MyIdHandler"),
+                        ("apicurio.auth.service.url", "http://keycloak/auth"), ("apicurio.registry.url", "reg:8080")):
+        with pytest.raises(ConfigError) as refused:
+            from_connect("s", {**base, f"value.converter.{prop}": value})
+        assert refused.value.key == f"value.converter.{prop}"
+
+
+def test_a_shared_apicurio_config_keeps_no_request_headers() -> None:
+    config = from_connect("s", {"topics": "t", "iceberg.tables": "a.b", "value.converter": APICURIO,
+                                "value.converter.apicurio.registry.request.headers.Authorization": "Bearer t0k"})
+    assert "t0k" not in config.shareable()

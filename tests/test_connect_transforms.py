@@ -5,18 +5,14 @@ same records; the two tables are compared row by row (and, auto-created, column 
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from pyiceberg.schema import Schema
+from beside_apache import create_both, produce, rows, through_both, types
 from pyiceberg.types import (
     BooleanType,
     DoubleType,
-    IcebergType,
     IntegerType,
     LongType,
     NestedField,
@@ -24,86 +20,17 @@ from pyiceberg.types import (
     StructType,
 )
 
-from sinklab.sink import IcebergSink
 from sinklab.stack import Stack
-from sinklab.stack.apache_sink import ConnectWorker, on_stack, scratch_dir
+from sinklab.stack.apache_sink import ConnectWorker
 
-pytestmark = pytest.mark.spark
+# One Connect worker for every comparison with Apache's sink (make test: --dist loadgroup).
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("beside-apache")]
 
 K = "org.apache.kafka.connect.transforms."
 
 
-@pytest.fixture(scope="module")
-def worker(stack: Stack) -> Iterator[ConnectWorker]:
-    with ConnectWorker(stack, scratch_dir(stack)) as w:
-        yield w
-
-
-def rows(stack: Stack, table: str) -> list[dict[str, Any]]:
-    found = stack.catalog.load_table(tuple(table.split("."))).scan().to_arrow().to_pylist()
-    return sorted(found, key=lambda r: r.get("id", r.get("o_id")))
-
-
-def types(stack: Stack, table: str) -> dict[str, str]:
-    schema = stack.catalog.load_table(tuple(table.split("."))).schema()
-    return {f.name: str(f.field_type) for f in schema.fields}
-
-
-def wait_for_rows(stack: Stack, worker: ConnectWorker, name: str, table: str, expected: int) -> None:
-    deadline = time.monotonic() + 180
-    while True:
-        worker.check(name)  # a failed task raises with its trace
-        try:
-            if len(rows(stack, table)) >= expected:
-                return
-        except Exception as exc:  # not created yet (auto-create): try again
-            if "NoSuchTable" not in type(exc).__name__:
-                raise
-        assert time.monotonic() < deadline, f"Apache's sink did not commit {expected} rows to {table}"
-        time.sleep(0.5)
-
-
-def through_both(stack: Stack, worker: ConnectWorker, unique: str, config: dict[str, str],
-                 expected: int) -> tuple[str, str]:
-    """``config`` run by Apache's sink into ``<unique>.apache`` and by sinklab into ``<unique>.sinklab``."""
-    apache, ours = f"{unique}.apache", f"{unique}.sinklab"
-    regex = config.pop(f"iceberg.table.{unique}.route-regex", None)
-
-    def routed(table: str) -> dict[str, str]:  # the route regex given for <unique>, for each sink's own table
-        return {f"iceberg.table.{table}.route-regex": regex} if regex else {}
-
-    worker.add(on_stack(stack, {**config, "name": f"apache-{unique}", "iceberg.tables": apache, **routed(apache),
-                                "iceberg.catalog": stack.info.catalog_name,
-                                "iceberg.control.commit.interval-ms": "1000"}))
-    sink = IcebergSink(stack, {"name": f"sinklab-{unique}", "config": {**config, "iceberg.tables": ours,
-                                                                         **routed(ours), "iceberg.catalog": "sinklab"}})
-    try:
-        assert sink.run_once() is not None
-    finally:
-        sink.stop()
-    wait_for_rows(stack, worker, f"apache-{unique}", apache, expected)
-    worker.remove(f"apache-{unique}")
-    return apache, ours
-
-
-def create_both(stack: Stack, namespace: str, columns: list[tuple[str, IcebergType]]) -> None:
-    """The tables ``apache`` and ``sinklab`` in ``namespace``, alike: optional ``columns`` in order."""
-    schema = Schema(*[NestedField(i + 1, n, t, required=False) for i, (n, t) in enumerate(columns)])
-    stack.catalog.create_namespace_if_not_exists(namespace)
-    for table in ("apache", "sinklab"):
-        stack.catalog.create_table((namespace, table), schema)
-
-
-def produce(stack: Stack, topic: str, records: list[tuple[dict[str, Any] | None, list[tuple[str, bytes]]]]) -> None:
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
-    for i, (value, headers) in enumerate(records):
-        producer.produce(topic, None if value is None else json.dumps(value).encode(), f"k{i}".encode(),
-                         headers=headers)
-    assert producer.flush(30) == 0
-
-
 def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_write(
-        stack: Stack, worker: ConnectWorker, unique: str) -> None:
+        stack: Stack, connect_worker: ConnectWorker, unique: str) -> None:
     """RegexRouter → InsertField (topic, partition, offset, timestamp, static) → ReplaceField (exclude,
     renames) → MaskField → Cast → TimestampConverter (string → unix, unix → string) → HeaderFrom (move) →
     Flatten → Filter on HasHeaderKey, and a Filter of tombstones first, on plain JSON into a table that
@@ -152,7 +79,7 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
         # Routed by the topic RegexRouter renamed, which InsertField put in `src`.
         "iceberg.tables.route-field": "src", f"iceberg.table.{unique}.route-regex": ".*-routed",
     }
-    apache, ours = through_both(stack, worker, unique, config, expected=7)
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=7)
     theirs, mine = rows(stack, apache), rows(stack, ours)
     assert [r["id"] for r in mine] == [0, 1, 2, 4, 5, 6, 7]
     assert mine == theirs
@@ -167,7 +94,7 @@ def test_a_schemaless_chain_of_kafkas_transforms_writes_what_kafkas_classes_writ
 
 
 def test_a_chain_on_connects_schema_envelope_auto_creates_what_kafkas_classes_create(
-        stack: Stack, worker: ConnectWorker, unique: str) -> None:
+        stack: Stack, connect_worker: ConnectWorker, unique: str) -> None:
     """With the JSON converter's schemas (value.converter.schemas.enable): InsertField (a timestamp field,
     required topic) → ReplaceField (include, renames) → Cast → TimestampConverter (unix → Timestamp) →
     Flatten → SetSchemaMetadata, into tables each sink creates: the same columns, types and rows."""
@@ -198,14 +125,14 @@ def test_a_chain_on_connects_schema_envelope_auto_creates_what_kafkas_classes_cr
         "transforms.meta.type": K + "SetSchemaMetadata$Value", "transforms.meta.schema.name": "renamed",
     }
     stack.catalog.create_namespace_if_not_exists(unique)
-    apache, ours = through_both(stack, worker, unique, config, expected=5)
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=5)
     assert types(stack, ours) == types(stack, apache)
     assert set(types(stack, ours)) == {"id", "name", "total", "at", "shop_city", "shop_size", "src", "kts"}
     assert types(stack, ours)["at"] == "timestamptz" and types(stack, ours)["total"] == "long"
     assert rows(stack, ours) == rows(stack, apache)
 
 
-def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack, worker: ConnectWorker,
+def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack, connect_worker: ConnectWorker,
                                                                   unique: str) -> None:
     """Iceberg's DmsTransform (a record that is no DMS record skipped) → CopyValue → KafkaMetadataTransform,
     through Iceberg's own classes in the worker and through sinklab, into a table that exists."""
@@ -229,7 +156,7 @@ def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack,
               "transforms.copy.type": iceberg + "CopyValue", "transforms.copy.source.field": "name",
               "transforms.copy.target.field": "copied",
               "transforms.meta.type": iceberg + "KafkaMetadataTransform"}
-    apache, ours = through_both(stack, worker, unique, config, expected=6)
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=6)
     mine = rows(stack, ours)
     assert mine == rows(stack, apache)
     assert [(r["id"], r["_cdc"]["op"], r["copied"]) for r in mine[:4]] == [
@@ -238,7 +165,7 @@ def test_icebergs_own_transforms_write_what_icebergs_classes_write(stack: Stack,
 
 
 def test_a_chain_of_the_other_kafka_transforms_writes_what_kafkas_classes_write(
-        stack: Stack, worker: ConnectWorker, unique: str) -> None:
+        stack: Stack, connect_worker: ConnectWorker, unique: str) -> None:
     """ExtractField (a nested object) → HoistField → Flatten → TimestampRouter → InsertField (topic) →
     InsertField (static, only where TopicNameMatches the new topic) → ValueToKey → InsertHeader → DropHeaders
     → Filter on a negated HasHeaderKey (twice: one drops the records without a `keep` header, one would drop
@@ -273,7 +200,7 @@ def test_a_chain_of_the_other_kafka_transforms_writes_what_kafkas_classes_write(
         "predicates.kept.name": "keep", "predicates.added.type": K + "predicates.HasHeaderKey",
         "predicates.added.name": "added",
     }
-    apache, ours = through_both(stack, worker, unique, config, expected=6)
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=6)
     mine = sorted(rows(stack, ours), key=lambda r: r["o_id"])
     assert mine == sorted(rows(stack, apache), key=lambda r: r["o_id"])
     year = time.strftime("%Y", time.gmtime())
@@ -282,7 +209,7 @@ def test_a_chain_of_the_other_kafka_transforms_writes_what_kafkas_classes_write(
                        "noise": None, "env": "prod"}
 
 
-def test_icebergs_json_to_map_creates_what_icebergs_class_creates(stack: Stack, worker: ConnectWorker,
+def test_icebergs_json_to_map_creates_what_icebergs_class_creates(stack: Stack, connect_worker: ConnectWorker,
                                                                  unique: str) -> None:
     """JsonToMapTransform on values read as text (StringConverter): each sink creates its table from the types
     the transform gives (a nested object a map of texts, a mixed array an array of texts, a null or empty
@@ -296,7 +223,7 @@ def test_icebergs_json_to_map_creates_what_icebergs_class_creates(stack: Stack, 
     config = {"topics": unique, "value.converter": "org.apache.kafka.connect.storage.StringConverter",
               "iceberg.tables.auto-create-enabled": "true", "transforms": "json",
               "transforms.json.type": "org.apache.iceberg.connect.transforms.JsonToMapTransform"}
-    apache, ours = through_both(stack, worker, unique, config, expected=4)
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=4)
     assert types(stack, ours) == types(stack, apache)
     assert types(stack, ours) == {
         "id": "int", "name": "string", "big": "long", "price": "double", "flag": "boolean", "tags": "list<string>",

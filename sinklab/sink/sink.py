@@ -18,6 +18,7 @@ from sinklab.retry import jvm_gone, out_of_memory, text_of, transient
 from sinklab.sink.config import keys
 from sinklab.sink.config.sink_config import SinkConfig, load_config
 from sinklab.sink.cycle.pace import Cost, LagTarget, due
+from sinklab.sink.wire import apicurio
 from sinklab.sink.wire.offsets import Lag, TopicPartition
 from sinklab.stack.spark import OUT_OF_MEMORY_EXIT, driver_exit_status
 
@@ -135,9 +136,12 @@ class IcebergSink:
             stack_registry = self.stack.info.schema_registry_url
             for side, framed in (("value", self.config.value_registry), ("key", self.config.key_registry)):
                 if framed is not None and not framed.registry_url and stack_registry:
-                    framed.registry_url = stack_registry
-                    log.info("config: %s not set: the stack's registry %s", keys.converter_key(side, keys.REGISTRY_URL),
-                             stack_registry)
+                    # Apicurio's converter speaks the registry's native API; the stack's URL is its Confluent one.
+                    native = framed.apicurio is not None
+                    framed.registry_url = apicurio.native_url(stack_registry) if native else stack_registry
+                    log.info("config: %s not set: the stack's registry %s",
+                             keys.converter_key(side, apicurio.URL if native else keys.REGISTRY_URL),
+                             framed.registry_url)
             spark = self.stack.driver(f"the sink {self.config.name}").newSession()
             self.stack.register_spark_catalog(self.config.catalog_name)
             for key, value in {**SINK_SESSION_CONF, **self.stack.spark_catalog_conf(self.config.catalog_name)}.items():

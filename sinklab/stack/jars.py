@@ -26,6 +26,7 @@ from sinklab.exceptions import JarsNotFound
 
 ICEBERG_VERSION = "1.12.0"
 KAFKA_VERSION = "4.3.1"
+APICURIO_VERSION = "2.4.2.Final"  # the stack's schema registry (registry_build.py) and its Connect converter
 SPARK_LINE = "4.1"  # Iceberg publishes a Spark runtime per Spark minor line; none yet for 4.2/4.3
 SPARK_VERSION = "4.1.1"  # pyspark's own version: the Kafka source and Avro functions are pinned to it
 SCALA_VERSION = "2.13"  # pyspark 4 wheels are built for Scala 2.13
@@ -108,6 +109,11 @@ JAVA_SINK = Part("iceberg-connect", (
     # Iceberg's own transforms (KafkaMetadataTransform, DebeziumTransform, CopyValue, DmsTransform...), which
     # tests/test_connect_transforms.py runs through this sink to compare with sinklab's.
     f"org.apache.iceberg:iceberg-kafka-connect-transforms:{ICEBERG_VERSION}",
+    # Apicurio Registry's AvroConverter (Red Hat's and Debezium's stacks), at the stack's registry's version, which
+    # tests/test_connect_converters.py runs through this sink to compare with sinklab's reading of its frame.
+    # Its modules named at that version too: their POMs leave versions to a parent Ivy reads as 2.3.1.
+    *(f"io.apicurio:apicurio-registry-{m}:{APICURIO_VERSION}" for m in ("utils-converter", "serdes-avro-serde",
+                                                                           "client")),
     f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-data:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-parquet:{ICEBERG_VERSION}",
@@ -123,6 +129,10 @@ JAVA_SINK = Part("iceberg-connect", (
     # every file format's readers and writers when it loads, and fails without ORC's classes.)
     # Logging bindings other than log4j2's, which would compete for slf4j.
     "org.slf4j:slf4j-log4j12", "org.slf4j:slf4j-reload4j", "ch.qos.reload4j:*",
+    # Apicurio's JSON Schema serde, which its converter jar brings along and the AvroConverter never loads; its
+    # validator (everit) is on JitPack, not Central.
+    "io.apicurio:apicurio-registry-serdes-jsonschema-serde", "com.github.everit-org.json-schema:*",
+    "org.projectlombok:*",  # compile-time only, though Apicurio's POM says compile scope
 ))
 # Quarkus's bootstrap, at the Quarkus version Apicurio Registry 2.4.2 is built on: it resolves the registry
 # with Maven's resolver and makes its runnable jar (registry_build.py), once, when a stack first starts one.

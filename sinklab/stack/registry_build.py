@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from sinklab.stack import jars
+from sinklab.stack.jars import APICURIO_VERSION
 
-APICURIO_VERSION = "2.4.2.Final"
 APP = ("io.apicurio", "apicurio-registry-app", APICURIO_VERSION)
 RUNNER = "apicurio-registry-runner.jar"
 PART = "schema-registry"  # its name beside the jar parts (`sinklab jars fetch`) and its folder in an export

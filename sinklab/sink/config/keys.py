@@ -390,7 +390,8 @@ SINK_KEYS: tuple[Key, ...] = (
     Key(VALUE_CONVERTER, "CLASS", "connect", "Converters",
         doc="How values are read: `JsonConverter` (Connect's envelope unless `schemas.enable=false`), "
             "`StringConverter` (JSON text), `AvroConverter` or `JsonSchemaConverter` (Confluent's wire format, "
-            "with a schema registry); other converters are refused."),
+            "with a schema registry), Apicurio's `AvroConverter` (its frame, with Apicurio Registry); other "
+            "converters are refused."),
     Key(VALUE_SCHEMAS_ENABLE, "BOOLEAN", "connect", "Converters", default=SCHEMAS_ENABLE_DEFAULT,
         field="schemas_enable",
         doc="With `JsonConverter`: each value is Connect's envelope (`schema`, `payload`) and tables are typed from "
@@ -407,6 +408,11 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="How subjects are named: `TopicNameStrategy` (`<topic>-value`, whose versions the sink reads when it "
             "first meets a topic, so that even its first cycle knows their ids), `RecordNameStrategy` or "
             "`TopicRecordNameStrategy`."),
+    Key(converter_key("value", "apicurio.registry.url"), "STRING", "connect", "Converters",
+        doc="The native API of Apicurio's `AvroConverter` (`.../apis/registry/v2`); on a stack with a registry it "
+            "may be left out. With it: `apicurio.registry.use-id`, `.headers.enabled`, `.as-confluent`, "
+            "`.id-handler`, the header names, `apicurio.auth.username`/`password`, `apicurio.registry.request."
+            "headers.*` (docs/sink.md)."),
     Key(VALUE_CONVERTER + ".*", "STRING", "connect", "Converters",
         doc="The value converter's other settings (`value.converter.subject.name.strategy` is "
             "`value.subject.name.strategy`); others are reported and ignored."),

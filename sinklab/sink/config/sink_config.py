@@ -15,13 +15,15 @@ from sinklab.exceptions import ConfigError
 from sinklab.sink.config import keys
 from sinklab.sink.config.keys import Key
 from sinklab.sink.config.transforms import Flatten, JsonToMap, Transform, read_chain
+from sinklab.sink.wire import apicurio
 from sinklab.sink.wire.avro import AVRO_CONVERTER
 from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
-from sinklab.sink.wire.registry import Format, RegistrySettings, strategy_name
+from sinklab.sink.wire.registry import ApicurioFrame, Format, RegistrySettings, strategy_name
 
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
 # Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
-REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json"}
+REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json",
+                                           apicurio.APICURIO_AVRO_CONVERTER: "avro"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 VARIANT_FORMAT_VERSION = 3  # Iceberg's VARIANT type is a format v3 type
 
@@ -197,6 +199,8 @@ class SinkConfig(BaseModel):
         for side in ("value_registry", "key_registry"):
             if data.get(side):
                 data[side]["user_info"] = None
+                if data[side]["apicurio"]:  # apicurio.registry.request.headers.*: an Authorization, say
+                    data[side]["apicurio"]["request_headers"] = {}
                 url = urlsplit(data[side]["registry_url"] or "")
                 if url.username or url.password:  # user:password@host: the host alone
                     data[side]["registry_url"] = urlunsplit(url._replace(netloc=url.hostname + (
@@ -407,16 +411,19 @@ def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> 
     readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
     if value_converter is not None and value_converter not in readable:
         raise ConfigError(keys.VALUE_CONVERTER, f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} "
-                          f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER} or "
-                          f"{JSON_SCHEMA_CONVERTER})")
-    framed = REGISTRY_CONVERTERS.get(value_converter or "")
-    out["value_registry"] = _registry("value", framed, value_props, notes) if framed else None
+                          f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER}, "
+                          f"{apicurio.APICURIO_AVRO_CONVERTER} or {JSON_SCHEMA_CONVERTER})")
+    framed = value_converter in REGISTRY_CONVERTERS
+    out["value_registry"] = _registry("value", value_converter, value_props, notes) if value_converter in \
+        REGISTRY_CONVERTERS else None
     for prop in value_props if not framed else []:
         notes.append(f"{keys.VALUE_CONVERTER}.{prop}: ignored ({keys.VALUE_CONVERTER} reads no schema registry)")
     if key_converter in REGISTRY_CONVERTERS:
-        out["key_registry"] = key = _registry("key", REGISTRY_CONVERTERS[key_converter], key_props, notes)
-        if key.registry_url is None and out["value_registry"] is not None:  # one registry for both, as usual
-            key.registry_url, key.user_info = out["value_registry"].registry_url, out["value_registry"].user_info
+        out["key_registry"] = key = _registry("key", key_converter, key_props, notes)
+        value = out["value_registry"]
+        # One registry for both, as usual (and one API: Apicurio's native one is not Confluent's).
+        if key.registry_url is None and value is not None and (value.apicurio is None) == (key.apicurio is None):
+            key.registry_url, key.user_info = value.registry_url, value.user_info
     else:
         # Keys are read as UTF-8 text: a row-level table's tombstone names its row by a JSON or plain key;
         # JsonConverter's keys carry the schema envelope unless told otherwise, as its values do.
@@ -442,10 +449,12 @@ def _converter_settings(conf: dict[str, Any], side: str) -> dict[str, str]:
             if k == strategy or (k.startswith(prefix) and k != keys.VALUE_SCHEMAS_ENABLE)}
 
 
-def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]) -> RegistrySettings:
+def _registry(side: str, converter: str, props: dict[str, str], notes: list[str]) -> RegistrySettings:
     """A registry converter's settings for values or keys (``side``): ``schema.registry.url``,
     ``basic.auth.*``, the subject strategy."""
-    settings = RegistrySettings(format=format)
+    if converter in apicurio.CONVERTERS:
+        return _apicurio(side, props, notes)
+    settings = RegistrySettings(format=REGISTRY_CONVERTERS[converter])
     source = "URL"
     for prop, value in props.items():
         key = keys.converter_key(side, prop)
@@ -472,6 +481,62 @@ def _registry(side: str, format: Format, props: dict[str, str], notes: list[str]
         raise ConfigError(keys.converter_key(side, keys.USER_INFO), f"{keys.CREDENTIALS_SOURCE}=USER_INFO needs it")
     if source == "URL":
         settings.user_info = None  # credentials, if any, are in the URL
+    return settings
+
+
+def _apicurio(side: str, props: dict[str, str], notes: list[str]) -> RegistrySettings:
+    """Apicurio's ``AvroConverter``'s settings (``apicurio.registry.*``, ``apicurio.auth.*``) for values or keys."""
+    frame = ApicurioFrame()
+    settings = RegistrySettings(format="avro", apicurio=frame)
+    user: str | None = None
+    password = ""
+    for prop, value in props.items():
+        key = keys.converter_key(side, prop)
+        named = apicurio.HEADER_NAME.fullmatch(prop)
+        if prop == apicurio.URL:
+            if not value.startswith(("http://", "https://")):
+                raise ConfigError(key, f"expected an http(s) URL of the registry's API, got {value!r}")
+            settings.registry_url = value
+        elif prop == apicurio.USE_ID:
+            if value not in ("globalId", "contentId"):
+                raise ConfigError(key, f"expected globalId or contentId, got {value!r}")
+            frame.use_id = value  # type: ignore[assignment]  # checked above
+        elif prop == apicurio.HEADERS_ENABLED:
+            frame.headers_enabled = _bool(key, value)
+        elif prop == apicurio.AS_CONFLUENT:
+            if _bool(key, value):
+                frame.id_size = 4
+        elif prop == apicurio.ID_HANDLER:
+            if value not in apicurio.ID_HANDLERS:
+                raise ConfigError(key, f"sinklab reads the ids of {', '.join(apicurio.ID_HANDLERS)}; {value!r} writes "
+                                  "its own")
+            frame.id_size = apicurio.ID_HANDLERS[value]  # type: ignore[assignment]  # 4 or 8
+        elif prop == apicurio.AVRO_ENCODING:
+            if value.upper() != "BINARY":
+                raise ConfigError(key, f"sinklab reads Avro's binary encoding; {value!r} is not supported")
+        elif prop == apicurio.AUTH_USERNAME:
+            user = value
+        elif prop == apicurio.AUTH_PASSWORD:
+            password = value
+        elif prop == apicurio.AUTH_SERVICE_URL or prop.startswith("apicurio.auth."):
+            raise ConfigError(key, "sinklab reaches Apicurio Registry with basic authentication "
+                              f"({apicurio.AUTH_USERNAME}, {apicurio.AUTH_PASSWORD}) or request headers "
+                              f"({apicurio.REQUEST_HEADERS}*), not through an OAuth2 service")
+        elif prop.startswith(apicurio.REQUEST_HEADERS):
+            frame.request_headers[prop.removeprefix(apicurio.REQUEST_HEADERS)] = value
+        elif named is not None:
+            if named.group(1) == side:
+                frame.header_names[named.group(2)] = value
+            else:
+                notes.append(f"{key}: ignored (it names the {named.group(1)}'s header)")
+        elif prop in apicurio.SERIALIZER_ONLY:
+            notes.append(f"{key}: ignored (a serializer's setting: reading, each record's id is resolved as it comes)")
+        else:
+            notes.append(f"{key}: unknown converter setting, ignored")
+    if password and user is None:
+        raise ConfigError(keys.converter_key(side, apicurio.AUTH_USERNAME), f"{apicurio.AUTH_PASSWORD} needs it")
+    if user is not None:
+        settings.user_info = f"{user}:{password}"
     return settings
 
 

@@ -12,8 +12,8 @@ from sinklab.sink.config import keys
 from sinklab.sink.config.sink_config import RegistrySettings
 from sinklab.sink.records.columns import KEY_SCHEMA_ID, SCHEMA_ID
 from sinklab.sink.records.kinds import UNDECODABLE
-from sinklab.sink.wire import avro, jsonschema
-from sinklab.sink.wire.registry import FORMAT_NAMES, MAGIC, SCHEMA_TYPES, Format, RegistryClient
+from sinklab.sink.wire import apicurio, avro, jsonschema
+from sinklab.sink.wire.registry import FORMAT_NAMES, MAGIC, SCHEMA_TYPES, ApicurioFrame, Format, RegistryClient
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -25,8 +25,9 @@ class FramedDecoder:
     decode to an error until ``learn`` fetches them."""
 
     def __init__(self, client: RegistryClient, format: Format = "avro", strategy: str = "TopicNameStrategy",
-                 side: Literal["value", "key"] = "value"):
+                 side: Literal["value", "key"] = "value", apicurio: ApicurioFrame | None = None):
         self.client = client
+        self.apicurio = apicurio
         self.format = format
         self.strategy = strategy
         self.side = side
@@ -75,9 +76,7 @@ class FramedDecoder:
 
         side, name = self.side, FORMAT_NAMES[self.format]
         raw = F.col(side)
-        framed = (F.length(raw) >= 5) & (F.hex(F.substring(raw, 1, 1)) == f"{MAGIC:02X}")
-        schema_id = F.when(framed, F.conv(F.hex(F.substring(raw, 2, 4)), 16, 10).cast("long"))
-        body = F.expr(f"substring(`{side}`, 6, 2147483647)")
+        framed, schema_id, body, unframed, wrong = self._frame()
         known = schema_id.isin(list(self.known)) if self.known else F.lit(False)
         connect = F.lit(None).cast("string")
         if self.format == "avro":
@@ -89,16 +88,70 @@ class FramedDecoder:
         if side == "value":
             for sid, (_, described) in self.known.items():
                 connect = F.when(schema_id == sid, F.lit(described)).otherwise(connect)
-        error = F.when(raw.isNull(), F.lit(None).cast("string")).when(
-            ~framed, F.lit(f"{UNDECODABLE}: {side} is not {name} in Confluent's wire format (magic byte 0, "
-                           f"4-byte schema id, {name} body)"))
+        error = F.when(raw.isNull(), F.lit(None).cast("string")).when(~framed, F.lit(f"{UNDECODABLE}: {unframed}"))
+        for condition, why in wrong:
+            error = error.when(condition, F.lit(f"{UNDECODABLE}: {why}"))
+        noun = self.id_noun
         for sid, why in self.unusable.items():
-            error = error.when(schema_id == sid, F.lit(f"{UNDECODABLE}: {side} schema id {sid} {why}"))
-        error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: {side} schema id "), schema_id.cast("string"),
+            error = error.when(schema_id == sid, F.lit(f"{UNDECODABLE}: {side} {noun} {sid} {why}"))
+        error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: {side} {noun} "), schema_id.cast("string"),
                                             F.lit(f" is not in the schema registry at {self.client.url}"))).when(
-            text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as {name} with schema id "),
+            text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as {name} with {noun} "),
                                     schema_id.cast("string")))
         return text, connect, error, schema_id
+
+    @property
+    def id_noun(self) -> str:
+        return "schema id" if self.apicurio is None else self.apicurio.use_id
+
+    def _frame(self) -> tuple[Column, Column, Column, str, list[tuple[Column, str]]]:
+        """Where each record's schema id and body are: (framed, the id, the body, what a record that is not
+        framed lacks, and (condition, why) of framed records that still cannot be read)."""
+        from pyspark.sql import functions as F
+
+        side, name, frame = self.side, FORMAT_NAMES[self.format], self.apicurio
+        raw = F.col(side)
+
+        def in_payload(size: int) -> tuple[Column, Column, Column]:  # magic byte 0, the id in `size` bytes, the body
+            framed = (F.length(raw) >= 1 + size) & (F.hex(F.substring(raw, 1, 1)) == f"{MAGIC:02X}")
+            return framed, _number(F.substring(raw, 2, size)), F.expr(f"substring(`{side}`, {2 + size}, 2147483647)")
+
+        if frame is None:
+            framed, schema_id, body = in_payload(4)
+            return (framed, F.when(framed, schema_id), body, f"{side} is not {name} in Confluent's wire format "
+                    f"(magic byte 0, 4-byte schema id, {name} body)", [])
+        header = frame.header_names.get(frame.use_id, apicurio.id_header(side, frame.use_id))
+        in_body, body_id, body = in_payload(frame.id_size)
+        if not frame.headers_enabled:
+            return (in_body, F.when(in_body, body_id), body, f"{side} is not {name} in Apicurio's wire format (magic "
+                    f"byte 0, a {frame.id_size}-byte {frame.use_id}, {name} body)", [])
+        # As Apicurio's deserializer: the id in a header when there is one (the body is then the whole
+        # payload), else in the payload; Kafka's last header of a name is the one read.
+        by_header = _last_header(header)
+        in_header = by_header.isNotNull() & (F.length(by_header) == 8)
+        framed = in_header | in_body
+        schema_id = F.when(in_header, _number(by_header)).when(in_body, body_id)
+        encoding = _last_header(apicurio.encoding_header(side))
+        wrong = [(in_header & (F.upper(F.decode(encoding, "UTF-8")) == "JSON"),
+                  f"{side} is Avro in its JSON encoding ({apicurio.encoding_header(side)}=JSON); sinklab reads "
+                  "Avro's binary encoding")]
+        return (framed, schema_id, F.when(in_header, raw).otherwise(body), f"{side} is not {name} in Apicurio's wire "
+                f"format (an 8-byte {frame.use_id} in header {header}, or magic byte 0, a {frame.id_size}-byte "
+                f"{frame.use_id}, {name} body)", wrong)
+
+
+def _number(big_endian: Column) -> Column:
+    """The unsigned big-endian integer in ``big_endian``'s bytes (null past a long's range)."""
+    from pyspark.sql import functions as F
+
+    return F.conv(F.hex(big_endian), 16, 10).try_cast("long")
+
+
+def _last_header(name: str) -> Column:
+    """The value of the record's last header called ``name`` (null: none)."""
+    from pyspark.sql import functions as F
+
+    return F.try_element_at(F.filter("headers", lambda h: h["key"] == name), F.lit(-1))["value"]
 
 
 def decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) -> FramedDecoder | None:
@@ -108,8 +161,10 @@ def decoder(settings: RegistrySettings | None, side: Literal["value", "key"]) ->
     if not settings.registry_url:
         raise ConfigError(keys.converter_key(side, keys.REGISTRY_URL), "the converter needs the schema registry's URL "
                           "(or a stack with one: `sinklab stack up --schema-registry`)")
-    return FramedDecoder(RegistryClient(settings.registry_url, settings.user_info), settings.format,
-                         settings.subject_strategy, side)
+    frame = settings.apicurio
+    client = RegistryClient(settings.registry_url, settings.user_info) if frame is None else apicurio.ApicurioClient(
+        settings.registry_url, settings.user_info, frame.use_id, frame.request_headers)
+    return FramedDecoder(client, settings.format, settings.subject_strategy, side, frame)
 
 
 def id_sets(decoders: list[FramedDecoder]) -> list[Column]:

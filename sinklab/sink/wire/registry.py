@@ -17,7 +17,7 @@ from typing import Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import requests
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sinklab.exceptions import ConfigError, RegistryError
 from sinklab.sink.wire import avro
@@ -35,15 +35,26 @@ SCHEMA_TYPES: dict[str, str] = {"avro": "AVRO", "json": "JSON"}
 FORMAT_NAMES = {"avro": "Avro", "json": "JSON Schema"}
 
 
+class ApicurioFrame(BaseModel):
+    """Where Apicurio's serializer put a record's id, and which id (``wire.apicurio``)."""
+
+    use_id: Literal["globalId", "contentId"] = "globalId"
+    headers_enabled: bool = True
+    header_names: dict[str, str] = Field(default_factory=dict)  # use_id -> its header, when not apicurio.<side>.<id>
+    id_size: Literal[4, 8] = 8  # in the payload, after the magic byte
+    request_headers: dict[str, str] = Field(default_factory=dict)  # apicurio.registry.request.headers.*
+
+
 class RegistrySettings(BaseModel):
     """A converter's registry settings, as Kafka Connect's ``AvroConverter`` and
-    ``JsonSchemaConverter`` take them, for values or keys."""
+    ``JsonSchemaConverter`` (or Apicurio's ``AvroConverter``: ``apicurio``) take them, for values or keys."""
 
     format: Format = "avro"
     registry_url: str | None = None
     # "user:password" (basic.auth.credentials.source=USER_INFO), or None (none, or in the URL).
     user_info: str | None = None
     subject_strategy: str = "TopicNameStrategy"
+    apicurio: ApicurioFrame | None = None  # Apicurio's frame and native API, not Confluent's
 
 
 def strategy_name(key: str, value: str) -> str:
@@ -122,14 +133,18 @@ class RegistryClient:
             ids.append(int(body["id"]))
         return ids
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *, data: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> requests.Response:
         try:
-            return self.session.request(method, self.url + path, json=body, timeout=self.timeout,
-                                        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+            return self.session.request(method, self.url + path, json=body, data=data, timeout=self.timeout,
+                                        headers=headers or {"Content-Type": "application/vnd.schemaregistry.v1+json"})
         except requests.RequestException as exc:
             raise RegistryError(f"schema registry {self.url} did not answer {method} {path}: {exc}") from exc
 
-    def _json(self, resp: requests.Response, what: str) -> Any:
+    def _ok(self, resp: requests.Response, what: str) -> requests.Response:
         if resp.status_code >= 400:
             raise RegistryError(f"schema registry {self.url}: {what}: HTTP {resp.status_code} {resp.text[:300]}")
-        return resp.json()
+        return resp
+
+    def _json(self, resp: requests.Response, what: str) -> Any:
+        return self._ok(resp, what).json()
