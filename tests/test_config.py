@@ -178,7 +178,14 @@ def test_apicurios_avro_converter_reads_its_frame_settings_and_refuses_what_it_c
         assert refused.value.key == f"value.converter.{prop}"
 
 
-def test_a_shared_apicurio_config_keeps_no_request_headers() -> None:
-    config = from_connect("s", {"topics": "t", "iceberg.tables": "a.b", "value.converter": APICURIO,
-                                "value.converter.apicurio.registry.request.headers.Authorization": "Bearer t0k"})
-    assert "t0k" not in config.shareable()
+def test_apicurios_secrets_are_neither_shared_nor_shown() -> None:
+    """A table's shared settings keep no request header or password; Connect's validate answer hides them."""
+    from sinklab.connect.server import _config_info
+
+    given = {"value.converter.apicurio.registry.request.headers.Authorization": "Bearer t0k",
+             "value.converter.apicurio.auth.username": "u", "value.converter.apicurio.auth.password": "pw0rd"}
+    config = from_connect("s", {"topics": "t", "iceberg.tables": "a.b", "value.converter": APICURIO, **given})
+    assert "t0k" not in config.shareable() and "pw0rd" not in config.shareable()
+    for key, value in given.items():
+        shown = _config_info(key, value, [])["value"]["value"]
+        assert shown == ("u" if key.endswith("username") else "[hidden]"), key

@@ -413,6 +413,11 @@ SINK_KEYS: tuple[Key, ...] = (
             "may be left out. With it: `apicurio.registry.use-id`, `.headers.enabled`, `.as-confluent`, "
             "`.id-handler`, the header names, `apicurio.auth.username`/`password`, `apicurio.registry.request."
             "headers.*` (docs/sink.md)."),
+    *(Key(converter_key(side, name), "PASSWORD", "connect", "Converters", doc=doc) for side in SIDES
+      for name, doc in (("apicurio.auth.password", "With Apicurio's `AvroConverter`: the registry's password, with "
+                                                   "`apicurio.auth.username` (basic authentication)."),
+                        ("apicurio.registry.request.headers.*", "With Apicurio's `AvroConverter`: HTTP headers sent "
+                                                                "to the registry (an `Authorization`, say)."))),
     Key(VALUE_CONVERTER + ".*", "STRING", "connect", "Converters",
         doc="The value converter's other settings (`value.converter.subject.name.strategy` is "
             "`value.subject.name.strategy`); others are reported and ignored."),
