@@ -55,14 +55,16 @@ def through_both(stack: Stack, worker: ConnectWorker, unique: str, config: dict[
     worker.add(on_stack(stack, {**config, "name": f"apache-{unique}", "iceberg.tables": apache, **routed(apache),
                                 "iceberg.catalog": stack.info.catalog_name,
                                 "iceberg.control.commit.interval-ms": "1000"}))
-    sink = IcebergSink(stack, {"name": f"sinklab-{unique}", "config": {**config, "iceberg.tables": ours,
-                                                                         **routed(ours), "iceberg.catalog": "sinklab"}})
-    try:
-        assert sink.run_once() is not None
+    try:  # the worker is the session's: its connector goes whatever happens
+        sink = IcebergSink(stack, {"name": f"sinklab-{unique}", "config": {
+            **config, "iceberg.tables": ours, **routed(ours), "iceberg.catalog": "sinklab"}})
+        try:
+            assert sink.run_once() is not None
+        finally:
+            sink.stop()
+        wait_for_rows(stack, worker, f"apache-{unique}", apache, expected)
     finally:
-        sink.stop()
-    wait_for_rows(stack, worker, f"apache-{unique}", apache, expected)
-    worker.remove(f"apache-{unique}")
+        worker.remove(f"apache-{unique}")
     return apache, ours
 
 
