@@ -414,8 +414,7 @@ def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> 
                           f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER}, "
                           f"{apicurio.APICURIO_AVRO_CONVERTER} or {JSON_SCHEMA_CONVERTER})")
     framed = value_converter in REGISTRY_CONVERTERS
-    out["value_registry"] = _registry("value", value_converter, value_props, notes) if value_converter in \
-        REGISTRY_CONVERTERS else None
+    out["value_registry"] = _registry("value", value_converter, value_props, notes) if framed else None
     for prop in value_props if not framed else []:
         notes.append(f"{keys.VALUE_CONVERTER}.{prop}: ignored ({keys.VALUE_CONVERTER} reads no schema registry)")
     if key_converter in REGISTRY_CONVERTERS:

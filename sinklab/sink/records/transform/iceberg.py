@@ -170,12 +170,16 @@ def json_to_map(t: tf.JsonToMap, r: Rec) -> Rec:
                                     f'{_TEXTS[1:]},"optional":true}}]}}'))
         return need_object(r, t, s).with_side(t, F.when(s.m.isNotNull(), F.create_map(F.lit("payload"), s.whole())),
                                               s.bare, F.when(s.m.isNotNull(), schema))
-    fields = F.filter(F.transform(F.map_entries(s.m), lambda e: F.when(
-        _json_schema(e["value"]).isNotNull(), F.concat(F.lit('{"field":'), F.to_json(scalar(e["key"])), F.lit(","),
-                                                       F.substring(_json_schema(e["value"]), 2, 1 << 20)))),
+    # Each field's schema once, in a projection before the step's: its fields and its check both read them.
+    typed = "_sinklab_t_json_schemas"
+    out = replace(need_object(r, t, s), pre=((typed, F.transform_values(s.m, lambda _, x: _json_schema(x))),))
+    schemas = F.col(typed)
+    fields = F.filter(F.transform(F.map_entries(schemas), lambda e: F.when(
+        e["value"].isNotNull(), F.concat(F.lit('{"field":'), F.to_json(scalar(e["key"])), F.lit(","),
+                                         F.substring(e["value"], 2, 1 << 20)))),
         lambda f: f.isNotNull())
-    unsupported = F.exists(F.map_values(s.m), lambda x: F.coalesce(_json_schema(x) == _UNSUPPORTED, F.lit(False)))
-    out = need_object(r, t, s).fail(s.m.isNotNull() & unsupported, why(
+    unsupported = F.exists(F.map_values(schemas), lambda x: F.coalesce(x == _UNSUPPORTED, F.lit(False)))
+    out = out.fail(s.m.isNotNull() & unsupported, why(
         t, "an array of arrays, which sinklab does not type as Iceberg's class does"))
     schema = F.parse_json(F.concat(F.lit('{"type":"struct","optional":false,"fields":['), F.concat_ws(",", fields),
                                    F.lit("]}")))
