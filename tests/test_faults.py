@@ -1,8 +1,11 @@
-"""The fault matrix: a sink in its own process, under a steady stream, on one shared stack of three
-Kafka brokers and an S3 warehouse, with the REST catalog and the S3 server behind a fault injector
-(tests/faults.py). Each case injects one fault, then stops the stream and checks that the sink
-carried on by itself (its process never exited, it committed again) and that every record is in
-every table exactly once. Maintenance runs between the sink's cycles throughout.
+"""The fault matrix: one sink in its own process, on one shared stack of three Kafka brokers and an S3
+warehouse, with the REST catalog and the S3 server behind a fault injector (tests/faults.py). Each case
+streams pizzas at a steady rate into a topic of its own, which the sink's `topics.regex` picks up, and
+injects one fault; then it stops its stream and checks that the sink carried on by itself (its process
+never exited, it committed again) and that every record of its stream is in both tables exactly once.
+Maintenance runs between the sink's cycles throughout. The one sink process lives through every case,
+as a sink does through the faults of its cluster (and the suite saves a process start per case); when
+the module ends, no record is in a table twice.
 
 Each case prints one line: what the sink did (cycles it retried), how long after the fault it
 committed again, duplicates and lost records (docs/reliability.md).
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +30,20 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 from faults import FaultProxy, Request, injected, kill, leader, publishes, writes
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import StartsWith
 
 from sinklab.generators import pizza_events
 from sinklab.sink import read_control_log
 from sinklab.stack import Stack
 from sinklab.stack.process import pid_alive, stop_pid
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("faults")]  # one three-broker stack, one sink
 
 RATE = 200  # events per second, in batches every 0.2 s
+TABLES = ["faults.a", "faults.b"]
+CONTROL_TOPIC = "control-faults"
+SINK = "sink-faults"
 
 
 @dataclass
@@ -61,80 +70,41 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
 
 
 @dataclass
-class Run:
-    """One sink process on the matrix's stack, fed a steady stream of pizzas into two tables."""
+class Sink:
+    """The matrix's one sink process: every topic named ``faults-*`` into both tables."""
 
     matrix: Matrix
-    name: str
     workdir: Path
-    extra: dict[str, str] = field(default_factory=dict)
-    acked: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
-        self.tables = [f"{self.name}.a", f"{self.name}.b"]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._produce, daemon=True)
         self.log = self.workdir / "sink.log"
-
-    def start(self) -> Run:
-        self.matrix.stack.create_topic(self.name, partitions=3)
-        config = self.workdir / "sink.json"
-        config.write_text(json.dumps({"name": f"sink-{self.name}", "config": {
-            "topics": self.name, "iceberg.tables": ",".join(self.tables), "iceberg.catalog": "sinklab",
+        self.config = self.workdir / "sink.json"
+        self.config.write_text(json.dumps({"name": SINK, "config": {
+            "topics.regex": "faults-.*", "iceberg.tables": ",".join(TABLES), "iceberg.catalog": "sinklab",
             "iceberg.tables.auto-create-enabled": "true", "iceberg.control.commit.interval-ms": "1000",
             "iceberg.control.commit.timeout-ms": "30000", "value.converter.schemas.enable": "false",
-            # Its own control log: the case's reads of it do not grow with the cases before it.
-            "iceberg.control.topic": f"control-{self.name}",
-            "sinklab.maintenance.compact.every-commits": "5", "sinklab.maintenance.expire.older-than": "1m",
-            **self.extra}}))
-        self._thread.start()
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sinklab.cli", "sink", "run", "--config", str(config), "--stack",
-                 str(self.matrix.stack_file)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.wait_commits(1, timeout=120)  # tables created, the stream flowing: the fault may come
+            "iceberg.control.topic": CONTROL_TOPIC,
+            "sinklab.maintenance.compact.every-commits": "5", "sinklab.maintenance.expire.older-than": "1m"}}))
+
+    def running(self) -> Sink:
+        """This sink, started again if a case before left it dead (that case failed saying so)."""
+        if self.proc is None or self.proc.poll() is not None:
+            with open(self.log, "ab") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "sinklab.cli", "sink", "run", "--config", str(self.config), "--stack",
+                     str(self.matrix.stack_file)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
-    def _produce(self) -> None:
-        producer = Producer({**self.matrix.stack.kafka_config(), "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 20})
-        seed = 0
+    def alive(self) -> None:
+        assert self.proc is not None
+        assert self.proc.poll() is None, f"the sink exited ({self.proc.returncode}):\n{self.tail()}"
 
-        def acked(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acked.append(json.loads(msg.value())["order_id"])
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
-        while not self._stop.is_set():
-            for event in pizza_events(RATE // 5, seed=seed):
-                producer.produce(self.name, json.dumps(event, default=str).encode(), event["order_id"].encode(),
-                                 on_delivery=acked)
-            seed += 1
-            producer.poll(0)
-            self._stop.wait(0.2)
-        assert producer.flush(120) == 0, "records the cluster never acknowledged"
-
-    def commits(self) -> list[float]:
-        """When each of the sink's cycles committed (epoch s), from its control log."""
-        log = read_control_log(self.matrix.stack.bootstrap_servers, f"control-{self.name}", sink=f"sink-{self.name}")
-        done = log[log["type"] == "commit-complete"] if not log.empty else log
-        return sorted(ts.timestamp() for ts in done["ts"]) if not done.empty else []
-
-    def wait_commits(self, count: int, timeout: float, after: float = 0.0) -> float:
-        """Until ``count`` cycles committed after ``after`` (epoch s); returns when the first of them did."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.alive()
-            try:
-                later = [t for t in self.commits() if t > after]
-            except KafkaException:  # this reader met the broker that just died; the next read will not
-                time.sleep(1)
-                continue
-            if len(later) >= count:
-                return later[0]
-            time.sleep(1)
-        raise AssertionError(f"the sink committed fewer than {count} cycles in {timeout:.0f}s; log:\n{self.tail()}"
-                             f"\n{self.stacks()}")
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.text().splitlines()[-lines:])
 
     def stacks(self) -> str:
         """Where a stalled sink waits: its Python threads (``sink run`` dumps them on SIGUSR1) and the
@@ -144,8 +114,8 @@ class Run:
             return ""
         os.kill(self.proc.pid, signal.SIGUSR1)
         time.sleep(1)
-        python = self.log.read_text(errors="replace").split("Thread 0x")
-        out = ["Python threads:", *("Thread 0x" + t.strip()[:2500] for t in python[1:])]
+        python = self.text().split("Thread 0x")
+        out = ["Python threads:", *("Thread 0x" + t.strip()[:2500] for t in python[-12:])]
         for pid in children(self.proc.pid):
             try:
                 dump = subprocess.run(["jstack", str(pid)], capture_output=True, text=True, timeout=30).stdout
@@ -157,60 +127,144 @@ class Run:
             out += [t[:3000] for t in dump.split("\n\n") if re.search(r"kafka|iceberg|py4j\.Gateway", t)]
         return "\n".join(out)
 
-    def alive(self) -> None:
-        assert self.proc is not None
-        assert self.proc.poll() is None, f"the sink exited ({self.proc.returncode}):\n{self.tail()}"
+    def commits(self) -> list[float]:
+        """When each of the sink's cycles committed (epoch s), from its control log."""
+        log = read_control_log(self.matrix.stack.bootstrap_servers, CONTROL_TOPIC, sink=SINK)
+        done = log[log["type"] == "commit-complete"] if not log.empty else log
+        return sorted(ts.timestamp() for ts in done["ts"]) if not done.empty else []
 
-    def tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+    def rows(self, table: str, prefix: str = "") -> list[str]:
+        try:
+            table_ = self.matrix.stack.catalog.load_table(tuple(table.split(".")))
+        except NoSuchTableError:  # the first case's first cycle creates them
+            return []
+        scan = table_.scan(row_filter=StartsWith("order_id", prefix), selected_fields=("order_id",)) if prefix \
+            else table_.scan(selected_fields=("order_id",))
+        return scan.to_arrow().column("order_id").to_pylist()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_pid(self.proc.pid, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def sink(matrix: Matrix, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sink]:
+    one = Sink(matrix, tmp_path_factory.mktemp("sink"))
+    yield one
+    alive = one.proc is not None and one.proc.poll() is None
+    one.stop()
+    if alive:  # a record written twice after its case had checked shows here, named by its case's prefix
+        for table in TABLES:
+            twice = [k for k, n in Counter(one.rows(table)).items() if n > 1]
+            assert not twice, f"{table}: {len(twice)} records written twice, e.g. {twice[:3]}"
+
+
+@dataclass
+class Run:
+    """One case's stream of pizzas, into a topic of its own, that the matrix's sink carries."""
+
+    sink: Sink
+    name: str
+    acked: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.topic = f"faults-{self.name}"
+        self.prefix = f"{self.name}/"
+        self.tables = TABLES
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+        self._log_from = 0
+
+    def start(self) -> Run:
+        self.sink.matrix.stack.create_topic(self.topic, partitions=3)
+        self._log_from = len(self.sink.text())
+        self._thread.start()
+        self.sink.running()
+        # The sink picked the topic up and committed its first records: the fault may come.
+        deadline = time.monotonic() + 120
+        while not self.rows(self.tables[0]):
+            self.sink.alive()
+            assert time.monotonic() < deadline, f"no record of {self.topic} landed in 120s:\n{self.sink.tail()}"
+            time.sleep(1)
+        return self
+
+    def _produce(self) -> None:
+        producer = Producer({**self.sink.matrix.stack.kafka_config(), "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 20})
+        seed = 0
+
+        def acked(err: Any, msg: Any) -> None:
+            if err is None:
+                self.acked.append(json.loads(msg.value())["order_id"])
+
+        while not self._stop.is_set():
+            for event in pizza_events(RATE // 5, seed=seed):
+                event["order_id"] = self.prefix + event["order_id"]  # this case's records, among every case's
+                producer.produce(self.topic, json.dumps(event, default=str).encode(), event["order_id"].encode(),
+                                 on_delivery=acked)
+            seed += 1
+            producer.poll(0)
+            self._stop.wait(0.2)
+        assert producer.flush(120) == 0, "records the cluster never acknowledged"
+
+    def wait_commits(self, count: int, timeout: float, after: float = 0.0) -> float:
+        """Until ``count`` cycles committed after ``after`` (epoch s); returns when the first of them did."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sink.alive()
+            try:
+                later = [t for t in self.sink.commits() if t > after]
+            except KafkaException:  # this reader met the broker that just died; the next read will not
+                time.sleep(1)
+                continue
+            if len(later) >= count:
+                return later[0]
+            time.sleep(1)
+        raise AssertionError(f"the sink committed fewer than {count} cycles in {timeout:.0f}s; log:\n"
+                             f"{self.sink.tail()}\n{self.sink.stacks()}")
 
     def retries(self) -> int:
-        return len(re.findall(r"cycle failed .* trying again", self.log.read_text(errors="replace")))
+        return len(re.findall(r"cycle failed .* trying again", self.sink.text()[self._log_from:]))
 
     def rows(self, table: str) -> list[str]:
-        table_ = self.matrix.stack.catalog.load_table(tuple(table.split(".")))
-        return table_.scan(selected_fields=("order_id",)).to_arrow().column("order_id").to_pylist()
+        return self.sink.rows(table, self.prefix)
 
     def finish(self, fault: str, ended: float, timeout: float = 180) -> None:
-        """Stop the stream, let the sink drain it, check every table, print the case's line (``ended``:
+        """Stop the stream, let the sink drain it, check both tables, print the case's line (``ended``:
         when the fault was over, epoch s)."""
         recovered = self.wait_commits(1, timeout=timeout, after=ended) - ended
         self._stop.set()
         self._thread.join(150)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.alive()
+            self.sink.alive()
             if all(len(self.rows(t)) >= len(self.acked) for t in self.tables):
                 break
             time.sleep(1)
         else:
-            print(f"the sink did not drain the stream in {timeout:.0f}s:\n{self.stacks()}")
-        self.alive()
+            print(f"the sink did not drain the stream in {timeout:.0f}s:\n{self.sink.stacks()}")
         retries = self.retries()
-        assert self.proc is not None
-        stop_pid(self.proc.pid, timeout=60)
         for table in self.tables:
             got = self.rows(table)
             duplicates = len(got) - len(set(got))
             lost = len(set(self.acked) - set(got))
             assert duplicates == 0 and lost == 0, (f"{fault}: {table} has {duplicates} duplicates, {lost} lost of "
-                                                   f"{len(self.acked)}; sink log:\n{self.tail()}")
+                                                   f"{len(self.acked)}; sink log:\n{self.sink.tail()}")
             assert set(got) == set(self.acked)
         print(f"\nFAULT {fault}: {len(self.acked)} records, {retries} cycles retried, committed again "
               f"{recovered:.1f} s after the fault ended, 0 duplicates, 0 lost")
 
     def stop(self) -> None:
         self._stop.set()
-        if self.proc is not None:
-            stop_pid(self.proc.pid, timeout=30)
+        self._thread.join(150)
 
 
 @pytest.fixture()
-def run(matrix: Matrix, tmp_path: Path, unique: str) -> Iterator[Callable[..., Run]]:
+def run(matrix: Matrix, sink: Sink, unique: str) -> Iterator[Callable[[], Run]]:
     runs: list[Run] = []
 
-    def make(**extra: str) -> Run:
-        runs.append(Run(matrix, unique, tmp_path, dict(extra)).start())
+    def make() -> Run:
+        runs.append(Run(sink, unique).start())
         return runs[-1]
 
     yield make
@@ -246,19 +300,19 @@ def loads_of(table: str) -> Callable[[Request], bool]:
 # ---- Kafka: a node of the three dies
 
 
-def test_source_partition_leader_killed_mid_cycle(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_source_partition_leader_killed_mid_cycle(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
-    leader = matrix.leader(sink.name)
+    leader = matrix.leader(sink.topic)
     began = time.time()
     # A cycle loads its tables before it reads: the leader dies as the cycle starts reading from it.
     matrix.catalog.on_request(loads_of(sink.tables[0]), lambda _: matrix.kill(leader))
     sink.wait_commits(3, timeout=120, after=began)
     assert not pid_alive(matrix.stack.info.pids[leader])  # no restart: the others carry the partition
-    sink.finish(f"leader of {sink.name}[0] ({leader}) SIGKILLed mid-cycle", matrix.killed_at)
+    sink.finish(f"leader of {sink.topic}[0] ({leader}) SIGKILLed mid-cycle", matrix.killed_at)
 
 
 def test_transaction_coordinator_killed_between_commit_start_and_complete(
-        matrix: Matrix, run: Callable[..., Run]) -> None:
+        matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     # One __transaction_state partition: its leader is every transaction's coordinator.
     coordinator = matrix.leader("__transaction_state")
@@ -269,7 +323,7 @@ def test_transaction_coordinator_killed_between_commit_start_and_complete(
     sink.finish(f"transaction coordinator ({coordinator}) SIGKILLed while a cycle published", matrix.killed_at)
 
 
-def test_broker_killed_and_back_30s_later(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_broker_killed_and_back_30s_later(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     matrix.kill("broker-2")
     time.sleep(30)
@@ -280,7 +334,7 @@ def test_broker_killed_and_back_30s_later(matrix: Matrix, run: Callable[..., Run
 # ---- the REST catalog
 
 
-def test_catalog_killed_during_a_publish_then_restarted(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_catalog_killed_during_a_publish_then_restarted(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     died = threading.Event()
     matrix.catalog.on_request(publishes, lambda _: (matrix.kill("catalog"), died.set()))
@@ -290,7 +344,7 @@ def test_catalog_killed_during_a_publish_then_restarted(matrix: Matrix, run: Cal
     sink.finish("catalog SIGKILLed during a publish, started again 5 s later", time.time())
 
 
-def test_catalog_answer_to_a_publish_lost_after_it_landed(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_catalog_answer_to_a_publish_lost_after_it_landed(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     began = time.time()
     lost = matrix.catalog.swallow(publishes, times=1)
@@ -299,14 +353,14 @@ def test_catalog_answer_to_a_publish_lost_after_it_landed(matrix: Matrix, run: C
     sink.finish("the catalog's answer to a publish lost", lost.last_hit)
 
 
-def test_catalog_slow_for_a_minute(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_catalog_slow_for_a_minute(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     matrix.catalog.delay(5, seconds=60)
     time.sleep(60)
     sink.finish("every catalog answer 5 s late for 60 s", time.time())
 
 
-def test_catalog_503_for_20s(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_catalog_503_for_20s(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     refused = matrix.catalog.fail(503, seconds=20)
     time.sleep(20)
@@ -317,7 +371,7 @@ def test_catalog_503_for_20s(matrix: Matrix, run: Callable[..., Run]) -> None:
 # ---- the object store
 
 
-def test_object_store_refusing_writes_for_20s(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_object_store_refusing_writes_for_20s(matrix: Matrix, run: Callable[[], Run]) -> None:
     sink = run()
     refused = matrix.s3.fail(503, seconds=20, match=writes)
     time.sleep(20)
@@ -325,7 +379,7 @@ def test_object_store_refusing_writes_for_20s(matrix: Matrix, run: Callable[...,
     sink.finish("the object store answering 503 to writes for 20 s", time.time())
 
 
-def test_object_store_down_then_back(matrix: Matrix, run: Callable[..., Run]) -> None:
+def test_object_store_down_then_back(matrix: Matrix, run: Callable[[], Run]) -> None:
     # moto keeps its objects in memory: a real kill would take the warehouse with it. Down here is
     # the store's address refusing connections and open ones reset, which is what the sink sees.
     sink = run()
