@@ -17,11 +17,12 @@ setup: $(STAMP) java $(JARS_STAMP)
 
 setup-all: setup $(REGISTRY_STAMP) $(JAVA_SINK_STAMP)
 
-# The packages are installed by uv (from PyPI, into the venv): the same versions pip installs, in 48 s
-# from an empty cache against pip's 108 s from a warm one (2026-11-28, bench/README.md). uv reads
+# The packages are installed by uv (from PyPI, into the venv): the same versions pip installs, in less
+# time (bench/README.md, "make setup's install"). Compiled to bytecode as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, no process would cache it, and each import would compile again. uv reads
 # UV_INDEX_URL / UV_DEFAULT_INDEX, not pip.conf: behind a mirror set up for pip, `make INSTALLER=pip ...`.
 INSTALLER ?= uv
-INSTALL := $(if $(filter uv,$(INSTALLER)),$(VENV)/bin/uv pip install --python $(PY),$(PY) -m pip install)
+INSTALL := $(if $(filter uv,$(INSTALLER)),$(VENV)/bin/uv pip install --compile-bytecode --python $(PY),$(PY) -m pip install)
 
 # The kernelspec `sinklab` (inside the venv) runs the notebooks on this venv's python, whatever other
 # Jupyter kernels the machine has.
