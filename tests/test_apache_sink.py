@@ -156,7 +156,7 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
         refusing.stop()
     assert refused.value.key == keys.CONTROL_TOPIC_KEY
     # It names the Apache groups among the topic's last events: on the shared stack those may be other
-    # connectors' only, so the test asks for Apache's frame of name, not this connector's.
+    # connectors' only, so the test asks for an Apache group (connect-...), not this connector's.
     assert "Apache's Iceberg sink (group connect-" in str(refused.value) and keys.CONTROL_TOPIC in str(refused.value)
     assert apache_records(stack, APACHE_CONTROL_TOPIC)[1] == 0
     # And Apache's sink goes on committing.
