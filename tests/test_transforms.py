@@ -16,6 +16,7 @@ from sinklab.exceptions import ConfigError
 from sinklab.sink.config.sink_config import load_config
 from sinklab.sink.records.columns import ERROR, KEY_TEXT
 from sinklab.sink.records.prepare import prepare
+from sinklab.sink.records.transform import mongo
 from sinklab.sink.tables.evolve import plan_changes
 from sinklab.stack import Stack
 
@@ -205,6 +206,84 @@ def test_json_to_map_types_a_text_value_and_refuses_other_converters(stack: Stac
     with pytest.raises(ConfigError) as refused:
         load_config({"name": "s", "topics": "a", "iceberg.tables": "n.t", **one("j", ICEBERG + "JsonToMapTransform")})
     assert refused.value.key == "transforms.j.type" and "StringConverter" in str(refused.value)
+
+
+OID = '{"$oid": "5F0000000000000000000001"}'
+DOC = {"_id": {"$oid": "5F0000000000000000000001"}, "name": "margherita", "qty": {"$numberLong": "3"}, "price": 9.5,
+       "n": 4, "at": {"$date": STAMP}, "tags": ["a", "b"], "addr": {"city": "Rome", "deep": {"zip": 1}},
+       "items": [{"sku": "x", "q": 1}, {"sku": "y"}], "sym": {"$symbol": "s"}}
+
+
+def opt(kind: str, **more: Any) -> dict[str, Any]:
+    return {"type": kind, "optional": True, **more}
+
+
+def test_mongo_debeziums_documents_are_typed_as_icebergs_class_types_them() -> None:
+    """BSON's extended JSON to values and Connect schemas (pure logic: the UDF the step runs)."""
+    converted = mongo.convert(json.dumps(DOC), None, None, None, OID, False)
+    assert converted["err"] is None and json.loads(converted["key"]) == "5f0000000000000000000001"
+    assert json.loads(converted["after"]) == {
+        "_id": "5f0000000000000000000001", "name": "margherita", "qty": 3, "price": 9.5, "n": 4, "at": STAMP,
+        "tags": ["a", "b"], "addr": {"city": "Rome", "deep": {"zip": 1}}, "items": [{"sku": "x", "q": 1}, {"sku": "y"}]}
+    schema = json.loads(converted["after_schema"])
+    assert "name" not in schema and [f["field"] for f in schema["fields"]] == [  # the symbol is dropped
+        "_id", "name", "qty", "price", "n", "at", "tags", "addr", "items"]
+    by_name = {f.pop("field"): f for f in schema["fields"]}
+    assert by_name["qty"] == opt("int64") and by_name["n"] == opt("int32") and by_name["price"] == opt("float64")
+    assert by_name["at"] == opt("int64", name="org.apache.kafka.connect.data.Timestamp", version=1)
+    assert by_name["addr"]["name"] == "null.addr" and by_name["addr"]["fields"][1]["name"] == "null.addr.deep"
+    assert by_name["items"]["items"] == opt("struct", name="null.items", fields=[
+        {"field": "sku", **opt("string")}, {"field": "q", **opt("int32")}])
+    as_documents = mongo.convert(json.dumps({"tags": ["a", "b"]}), None, None, None, None, True)
+    assert json.loads(as_documents["after"]) == {"tags": {"_0": "a", "_1": "b"}}
+    assert json.loads(as_documents["after_schema"])["fields"][0]["name"] == "null.tags"
+    # A partial update: updatedFields over before (a dotted path a literal name), removedFields out, _id from
+    # the key when neither has one.
+    partial = mongo.convert(None, json.dumps(DOC), json.dumps({"qty": 5, "addr.city": "Milan"}), ["tags"], OID, False)
+    after = json.loads(partial["after"])
+    assert after["qty"] == 5 and after["addr.city"] == "Milan" and "tags" not in after and after["_id"] == DOC[
+        "_id"]["$oid"].lower()
+    alone = mongo.convert(None, None, '{"qty": 6}', [], OID, False)
+    assert json.loads(alone["after"]) == {"qty": 6, "_id": "5f0000000000000000000001"} and alone["before"] is None
+    for bad, err in [('{"mix": [1, "a"]}', "after: Field null.mix is not a homogenous array"),
+                     ('{"a": 1, "a": 2}', "after: a document names a field twice (null)"),
+                     ('{"w": {"$code": "f", "$scope": {}}}', "after: a JavaScript-with-scope value"),
+                     ('{"d": {"$date": "yesterday"}}', 'after: not a date: {"$date": "yesterday"}'),
+                     ('{"l": [{"a": 1}, {"a": "x"}]}', "after: the documents of array null.l give field a different"),
+                     ("[1]", "after is no document"), ("{nope", "after is not BSON's extended JSON: {nope")]:
+        assert mongo.convert(bad, None, None, None, None, False)["err"].startswith(err), bad
+    assert mongo.convert('{"a": 1}', None, None, None, "{x", False)["err"].startswith(
+        "the key's id is not BSON's extended JSON")
+
+
+@pytest.mark.spark
+def test_mongo_debezium_rewrites_the_envelope_and_the_key(stack: Stack) -> None:
+    json_text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
+    schema = {"type": "struct", "name": "mongo.shop.orders.Envelope", "optional": False, "fields": [
+        {**json_text, "field": "before"}, {**json_text, "field": "after"},
+        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
+            {"field": "removedFields", "type": "array", "items": {"type": "string"}, "optional": True},
+            {**json_text, "field": "updatedFields"}]}, {"field": "op", "type": "string", "optional": True}]}
+
+    def event(**payload: Any) -> dict[str, Any]:
+        return {"schema": schema, "payload": {"before": None, "after": None, "updateDescription": None, **payload}}
+
+    heartbeat = {"schema": {"type": "struct", "name": "heartbeat", "fields": [{"field": "ts", "type": "int64"}]},
+                 "payload": {"ts": 1}}
+    conf = {**one("m", ICEBERG + "MongoDebeziumTransform"), "key.converter.schemas.enable": "false"}
+    created, deleted, malformed, tombstone, bad = chain(
+        stack, conf, [event(after=json.dumps(DOC), op="c"), event(before='{"_id": 1}', op="d"), event(op="d"),
+                      None, heartbeat, event(after='{"mix": [1, "a"]}', op="c")], envelope=True,
+        key=json.dumps({"id": OID}).encode())
+    assert created["error"] is None and created["payload"]["after"]["qty"] == 3
+    assert [f["field"] for f in created["schema"]["fields"]] == ["after", "updateDescription", "op"]  # no before
+    assert created["schema"]["name"] == "mongo.shop.orders.Envelope"
+    assert json.loads(created["key"]) == {"id": "5f0000000000000000000001"}
+    assert deleted["payload"] == {"before": {"_id": 1}, "updateDescription": None, "op": "d"}
+    assert malformed["error"].endswith("malformed record topic: orders, partition: 0, offset: 2")
+    assert tombstone["payload"] is None and tombstone["error"] is None  # the heartbeat (offset 4) is gone
+    assert bad["offset"] == 5 and bad["error"] == (
+        "transform: transform 'm' (MongoDebezium): after: Field null.mix is not a homogenous array")
 
 
 def test_what_sinklab_cannot_run_is_refused_naming_the_alias_and_the_class() -> None:

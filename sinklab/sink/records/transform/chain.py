@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from sinklab.sink.config import transforms as tf
 from sinklab.sink.records.columns import ERROR, KEY_TEXT, PAYLOAD
 from sinklab.sink.records.kinds import MALFORMED_JSON, NOT_AN_OBJECT
-from sinklab.sink.records.transform import debezium, iceberg, kafka
+from sinklab.sink.records.transform import debezium, iceberg, kafka, mongo
 from sinklab.sink.records.transform.parts import (
     BARE,
     DROPPED,
@@ -35,7 +35,7 @@ Meta = dict[str, Column]
 # What runs each transform: given the step, the record, and the record's metadata.
 STEPS: dict[type, Callable[[tf.Step, Rec, Meta], Rec]] = {
     tf.InsertField: kafka.insert_field, tf.TimestampRouter: kafka.timestamp_router,
-    tf.KafkaMetadata: iceberg.kafka_metadata, tf.Debezium: iceberg.debezium,
+    tf.KafkaMetadata: iceberg.kafka_metadata, tf.Debezium: iceberg.debezium, tf.MongoDebezium: mongo.mongo_debezium,
 }
 OWN: dict[type, Callable[[tf.Step, Rec], Rec]] = {  # those that need nothing but the record
     tf.ReplaceField: kafka.replace_field, tf.MaskField: kafka.mask_field, tf.Cast: kafka.cast,
@@ -105,7 +105,7 @@ def apply_chain(records: DataFrame, chain: list[tf.Step], key_text: Column) -> D
     # The key's text as it came, until a step changes the key (a JSON key read back is normalized).
     meta["key_text"] = key_text
     for t in chain:
-        if t.side == "key" or isinstance(t, tf.ValueToKey):
+        if t.side == "key" or isinstance(t, tf.ValueToKey | tf.MongoDebezium):
             meta.pop("key_text", None)
         if isinstance(t, tf.Python):
             meta.pop("key_text", None)  # the function may change the key
