@@ -38,6 +38,27 @@ CHAINS: dict[str, dict[str, str]] = {
         "transforms.t.type": K + "TimestampConverter$Value", "transforms.t.field": "ts",
         "transforms.t.target.type": "unix", "transforms.t.format": "yyyy-MM-dd'T'HH:mm:ss"},
 }
+# On Debezium MongoDB change events (JSON with schemas): Iceberg's MongoDebeziumTransform against none.
+MONGO_CHAINS: dict[str, dict[str, str]] = {
+    "none (MongoDB change events)": {},
+    "MongoDebeziumTransform": {"transforms": "m", "transforms.m.type":
+                               "org.apache.iceberg.connect.transforms.MongoDebeziumTransform"},
+}
+
+
+def _mongo_event(order: str) -> str:
+    """A Debezium MongoDB insert of a pizza order, ``order`` standing where its number goes."""
+    text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
+    schema = {"type": "struct", "name": "shop.orders.Envelope", "optional": False, "fields": [
+        {**text, "field": "before"}, {**text, "field": "after"},
+        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
+            {"field": "removedFields", "type": "array", "items": {"type": "string"}, "optional": True},
+            {**text, "field": "updatedFields"}]}, {"field": "op", "type": "string", "optional": True}]}
+    doc = {"_id": {"$oid": "5f00000000000000000" + order}, "pizza": "margherita", "size": "large",
+           "price": 12.5, "qty": {"$numberLong": "2"}, "at": {"$date": 1767225600000},
+           "shop": {"city": "Oslo", "zip": "0150"}, "toppings": ["basil", "mozzarella"]}
+    return json.dumps({"schema": schema, "payload": {"before": None, "after": json.dumps(doc),
+                                                     "updateDescription": None, "op": "c"}})
 
 
 def measure(records: int, rounds: int, warm: float) -> dict[str, float | str]:
@@ -62,15 +83,20 @@ def measure(records: int, rounds: int, warm: float) -> dict[str, float | str]:
         F.lit(0).alias("partition"), F.col("id").alias("offset"), F.lit(1767225600000).alias("timestamp"),
         F.array().cast("array<struct<key:string,value:binary>>").alias("headers")).cache()
     raw.count()
+    before, after = _mongo_event("@@@@@").split("@@@@@")
+    number = F.lpad(F.col("offset").cast("string"), 5, "0")
+    mongo = raw.withColumn("value", F.concat(F.lit(before), number, F.lit(after)).cast("binary")).cache()
+    mongo.count()
     out: dict[str, float | str] = {}
-    for name, chain in CHAINS.items():
+    for name, chain in {**CHAINS, **MONGO_CHAINS}.items():
+        envelopes = name in MONGO_CHAINS
         try:
             config = load_config({"name": "b", "topics": "orders", "iceberg.tables": "n.t",
-                                  "value.converter.schemas.enable": "false", **chain})
+                                  "value.converter.schemas.enable": str(envelopes).lower(), **chain})
         except ConfigError as exc:
             out[name] = f"refused ({exc.key})"
             continue
-        prepared = prepare(raw, False, config.transforms, None)
+        prepared = prepare(mongo if envelopes else raw, envelopes, config.transforms, None)
 
         def once(prepared: DataFrame = prepared) -> float:
             started = time.perf_counter()
@@ -111,7 +137,7 @@ def main() -> None:
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"{args.records:,} records, best of {args.rounds} after {args.warm:.0f} s warm, records/s through "
           "preparation (noop write)")
-    for name in CHAINS:
+    for name in {**CHAINS, **MONGO_CHAINS}:
         cells = [f"{v:>12,.0f}" if isinstance(v := results[label][name], float) else f"{v:>12}"
                  for label in trees]
         print(f"  {name:55} " + "  ".join(f"{label}: {c}" for label, c in zip(trees, cells, strict=True)))

@@ -20,7 +20,7 @@ from sinklab.stack.apache_sink import ConnectWorker, on_stack
 
 def rows(stack: Stack, table: str) -> list[dict[str, Any]]:
     found = stack.catalog.load_table(tuple(table.split("."))).scan().to_arrow().to_pylist()
-    return sorted(found, key=lambda r: r.get("id", r.get("o_id")))
+    return sorted(found, key=lambda r: r.get("id", r.get("o_id", r.get("ts_ms"))))
 
 
 def types(stack: Stack, table: str) -> dict[str, str]:

@@ -5,11 +5,13 @@ same records; the two tables are compared row by row (and, auto-created, column 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 from beside_apache import create_both, produce, rows, through_both, types
+from confluent_kafka import Producer
 from pyiceberg.types import (
     BooleanType,
     DoubleType,
@@ -235,3 +237,51 @@ def test_icebergs_json_to_map_creates_what_icebergs_class_creates(stack: Stack, 
     mine = [unordered(r) for r in rows(stack, ours)]
     assert mine == [unordered(r) for r in rows(stack, apache)]
     assert mine[1]["mixed"] == ["1", "x"] and mine[1]["attrs"] == {"k": "1", "n": '{"x":true}'}
+
+
+def test_icebergs_mongo_debezium_creates_what_icebergs_class_creates(stack: Stack, connect_worker: ConnectWorker,
+                                                                    unique: str) -> None:
+    """MongoDebeziumTransform on Debezium MongoDB change events (JSON with schemas, key and value): an insert
+    with nested documents, arrays and BSON's wrappers, a partial update merged over its pre-image, a delete,
+    and a heartbeat; both sinks create and evolve their tables from the structs the transform types."""
+    stack.create_topic(unique)
+    text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
+    schema = {"type": "struct", "name": f"{unique}.shop.orders.Envelope", "optional": False, "fields": [
+        {**text, "field": "before"}, {**text, "field": "after"},
+        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
+            {"field": "removedFields", "type": "array", "items": {"type": "string", "optional": False},
+             "optional": True}, {**text, "field": "updatedFields"}]},
+        {"field": "op", "type": "string", "optional": True}, {"field": "ts_ms", "type": "int64", "optional": True}]}
+    key_schema = {"type": "struct", "name": f"{unique}.shop.orders.Key", "optional": False,
+                  "fields": [{"field": "id", "type": "string", "optional": False}]}
+    doc = {"_id": {"$oid": "5f0000000000000000000001"}, "name": "margherita", "qty": {"$numberLong": "3"},
+           "price": 9.5, "at": {"$date": 1704371293123}, "tags": ["a", "b"], "addr": {"city": "Rome", "zip": 1},
+           "items": [{"sku": "x", "q": 1}, {"sku": "y", "q": 2}], "code": {"$numberDecimal": "1.50"}}
+    events = [{"after": json.dumps(doc), "op": "c"},
+              {"before": json.dumps(doc), "updateDescription": {"removedFields": ["tags"], "updatedFields": json.dumps(
+                  {"qty": {"$numberLong": "5"}, "note": "extra cheese"})}, "op": "u"},
+              {"before": json.dumps(doc), "op": "d"}]
+    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
+    key = {"schema": key_schema, "payload": {"id": json.dumps(doc["_id"])}}
+    for i, event in enumerate(events):
+        payload = {"before": None, "after": None, "updateDescription": None, **event, "ts_ms": i}
+        producer.produce(unique, json.dumps({"schema": schema, "payload": payload}).encode(), json.dumps(key).encode())
+    heartbeat = {"schema": {"type": "struct", "name": "heartbeat", "fields": [{"field": "ts", "type": "int64"}]},
+                 "payload": {"ts": 1}}
+    producer.produce(unique, json.dumps(heartbeat).encode(), json.dumps(key).encode())
+    assert producer.flush(30) == 0
+    stack.catalog.create_namespace_if_not_exists(unique)
+    json_converter = "org.apache.kafka.connect.json.JsonConverter"
+    config = {"topics": unique, "key.converter": json_converter, "key.converter.schemas.enable": "true",
+              "value.converter": json_converter, "value.converter.schemas.enable": "true",
+              "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.evolve-schema-enabled": "true",
+              "transforms": "mongo",
+              "transforms.mongo.type": "org.apache.iceberg.connect.transforms.MongoDebeziumTransform"}
+    apache, ours = through_both(stack, connect_worker, unique, config, expected=3)
+    assert types(stack, ours) == types(stack, apache)
+    mine = rows(stack, ours)
+    assert mine == rows(stack, apache)
+    assert mine[0]["after"]["items"] == [{"sku": "x", "q": 1}, {"sku": "y", "q": 2}] and mine[0]["before"] is None
+    assert mine[1]["after"]["qty"] == 5 and mine[1]["after"]["note"] == "extra cheese"
+    assert mine[1]["after"]["tags"] is None
+    assert mine[2]["after"] is None and mine[2]["before"]["name"] == "margherita"

@@ -447,7 +447,8 @@ SINK_KEYS: tuple[Key, ...] = (
             "own (InsertField, ReplaceField, MaskField, Cast, TimestampConverter, ExtractField, HoistField, "
             "ValueToKey, Flatten, RegexRouter, TimestampRouter, Filter, DropHeaders, InsertHeader, HeaderFrom, "
             "SetSchemaMetadata), Iceberg's (`KafkaMetadataTransform`, `DebeziumTransform`, `CopyValue`, "
-            "`DmsTransform`, `JsonToMapTransform`) and Debezium's `ExtractNewRecordState`; any other class as "
+            "`DmsTransform`, `JsonToMapTransform`, `MongoDebeziumTransform`: its documents in Python, a batch "
+            "at a time) and Debezium's `ExtractNewRecordState`; any other class as "
             "the Python function registered under its name (`sinklab.transforms.modules`), or it is refused "
             "before the sink starts "
             "(docs/connect.md, \"Transforms\")."),
