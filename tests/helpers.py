@@ -60,6 +60,20 @@ def produce_raw(stack: Stack, topic: str, values: list[bytes | None], keys: list
     assert producer.flush(30) == 0
 
 
+def mongo_event(prefix: str, ts_ms: int = 0, **payload: Any) -> dict[str, Any]:
+    """A Debezium MongoDB change event in JsonConverter's envelope, its schema named ``<prefix>.Envelope``:
+    ``before``, ``after`` and ``updateDescription.updatedFields`` are texts of BSON's extended JSON."""
+    text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
+    schema = {"type": "struct", "name": f"{prefix}.Envelope", "optional": False, "fields": [
+        {**text, "field": "before"}, {**text, "field": "after"},
+        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
+            {"field": "removedFields", "type": "array", "items": {"type": "string", "optional": False},
+             "optional": True}, {**text, "field": "updatedFields"}]},
+        {"field": "op", "type": "string", "optional": True}, {"field": "ts_ms", "type": "int64", "optional": True}]}
+    return {"schema": schema, "payload": {"before": None, "after": None, "updateDescription": None, **payload,
+                                          "ts_ms": ts_ms}}
+
+
 def order_ids(stack: Stack, table: str) -> list[str]:
     return [r.order_id for r in stack.spark.table(f"sinklab.{table}").select("order_id").collect()]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from beside_apache import create_both, produce, rows, through_both, types
-from confluent_kafka import Producer
+from helpers import mongo_event, produce_raw
 from pyiceberg.types import (
     BooleanType,
     DoubleType,
@@ -245,13 +245,6 @@ def test_icebergs_mongo_debezium_creates_what_icebergs_class_creates(stack: Stac
     with nested documents, arrays and BSON's wrappers, a partial update merged over its pre-image, a delete,
     and a heartbeat; both sinks create and evolve their tables from the structs the transform types."""
     stack.create_topic(unique)
-    text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
-    schema = {"type": "struct", "name": f"{unique}.shop.orders.Envelope", "optional": False, "fields": [
-        {**text, "field": "before"}, {**text, "field": "after"},
-        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
-            {"field": "removedFields", "type": "array", "items": {"type": "string", "optional": False},
-             "optional": True}, {**text, "field": "updatedFields"}]},
-        {"field": "op", "type": "string", "optional": True}, {"field": "ts_ms", "type": "int64", "optional": True}]}
     key_schema = {"type": "struct", "name": f"{unique}.shop.orders.Key", "optional": False,
                   "fields": [{"field": "id", "type": "string", "optional": False}]}
     doc = {"_id": {"$oid": "5f0000000000000000000001"}, "name": "margherita", "qty": {"$numberLong": "3"},
@@ -261,15 +254,11 @@ def test_icebergs_mongo_debezium_creates_what_icebergs_class_creates(stack: Stac
               {"before": json.dumps(doc), "updateDescription": {"removedFields": ["tags"], "updatedFields": json.dumps(
                   {"qty": {"$numberLong": "5"}, "note": "extra cheese"})}, "op": "u"},
               {"before": json.dumps(doc), "op": "d"}]
-    producer = Producer({"bootstrap.servers": stack.bootstrap_servers})
-    key = {"schema": key_schema, "payload": {"id": json.dumps(doc["_id"])}}
-    for i, event in enumerate(events):
-        payload = {"before": None, "after": None, "updateDescription": None, **event, "ts_ms": i}
-        producer.produce(unique, json.dumps({"schema": schema, "payload": payload}).encode(), json.dumps(key).encode())
+    key = json.dumps({"schema": key_schema, "payload": {"id": json.dumps(doc["_id"])}}).encode()
     heartbeat = {"schema": {"type": "struct", "name": "heartbeat", "fields": [{"field": "ts", "type": "int64"}]},
                  "payload": {"ts": 1}}
-    producer.produce(unique, json.dumps(heartbeat).encode(), json.dumps(key).encode())
-    assert producer.flush(30) == 0
+    values = [mongo_event(f"{unique}.shop.orders", i, **event) for i, event in enumerate(events)] + [heartbeat]
+    produce_raw(stack, unique, [json.dumps(v).encode() for v in values], [key] * len(values))
     stack.catalog.create_namespace_if_not_exists(unique)
     json_converter = "org.apache.kafka.connect.json.JsonConverter"
     config = {"topics": unique, "key.converter": json_converter, "key.converter.schemas.enable": "true",

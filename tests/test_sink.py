@@ -24,6 +24,7 @@ from sinklab.sink import IcebergSink, RecordError, SinkFenced, read_control_log
 from sinklab.sink.config.keys import CYCLE_MAX_TASKS
 from sinklab.sink.cycle import coordinator as coordinator_module
 from sinklab.sink.records.reader import MIN_TASK_RECORDS, read_ranges
+from sinklab.sink.tables.create import infer_schema
 from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 from sinklab.stack.process import stop_pid
@@ -188,6 +189,21 @@ def test_connect_envelope_auto_create(stack: Stack, unique: str) -> None:
     table = stack.catalog.load_table((unique, "env"))
     assert str(table.schema().find_field("price").field_type) == "decimal(38, 2)"
     assert table.schema().find_field("id").required
+
+
+def test_a_table_created_from_several_schemas_takes_them_in_the_order_their_records_came(stack: Stack) -> None:
+    """As Apache's sink creates a table from its first record and evolves it record by record: the first
+    schema's columns first, whatever order Spark's grouping gives the schemas (it differs by their text)."""
+    for n in range(8):
+        def schema(*names: str, n: int = n) -> str:
+            return json.dumps({"type": "struct", "name": f"s{n}", "fields": [
+                {"field": f, "type": "int64", "optional": True} for f in names]})
+
+        records = stack.spark.createDataFrame(
+            [("t", 0, 0, 5, b"{}", schema("a")), ("t", 0, 1, 5, b"{}", schema("b", "a")),
+             ("t", 1, 0, 4, b"{}", schema("c"))],
+            "topic string, partition int, offset long, timestamp long, value binary, _schema string")
+        assert infer_schema(stack.spark, records, True).fieldNames() == ["c", "a", "b"], n
 
 
 def test_bad_record_stops_before_commit(stack: Stack, unique: str) -> None:

@@ -5,11 +5,12 @@ refusals of what sinklab cannot run, and schema evolution planning (pure logic).
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_cli
+from helpers import mongo_event, run_cli
 from pyspark.sql import types as T
 
 from sinklab.exceptions import ConfigError
@@ -258,16 +259,7 @@ def test_mongo_debeziums_documents_are_typed_as_icebergs_class_types_them() -> N
 
 @pytest.mark.spark
 def test_mongo_debezium_rewrites_the_envelope_and_the_key(stack: Stack) -> None:
-    json_text = {"type": "string", "optional": True, "name": "io.debezium.data.Json", "version": 1}
-    schema = {"type": "struct", "name": "mongo.shop.orders.Envelope", "optional": False, "fields": [
-        {**json_text, "field": "before"}, {**json_text, "field": "after"},
-        {"field": "updateDescription", "type": "struct", "optional": True, "fields": [
-            {"field": "removedFields", "type": "array", "items": {"type": "string"}, "optional": True},
-            {**json_text, "field": "updatedFields"}]}, {"field": "op", "type": "string", "optional": True}]}
-
-    def event(**payload: Any) -> dict[str, Any]:
-        return {"schema": schema, "payload": {"before": None, "after": None, "updateDescription": None, **payload}}
-
+    event = partial(mongo_event, "mongo.shop.orders")
     heartbeat = {"schema": {"type": "struct", "name": "heartbeat", "fields": [{"field": "ts", "type": "int64"}]},
                  "payload": {"ts": 1}}
     conf = {**one("m", ICEBERG + "MongoDebeziumTransform"), "key.converter.schemas.enable": "false"}
@@ -276,10 +268,10 @@ def test_mongo_debezium_rewrites_the_envelope_and_the_key(stack: Stack) -> None:
                       None, heartbeat, event(after='{"mix": [1, "a"]}', op="c")], envelope=True,
         key=json.dumps({"id": OID}).encode())
     assert created["error"] is None and created["payload"]["after"]["qty"] == 3
-    assert [f["field"] for f in created["schema"]["fields"]] == ["after", "updateDescription", "op"]  # no before
+    assert [f["field"] for f in created["schema"]["fields"]] == ["after", "updateDescription", "op", "ts_ms"]
     assert created["schema"]["name"] == "mongo.shop.orders.Envelope"
     assert json.loads(created["key"]) == {"id": "5f0000000000000000000001"}
-    assert deleted["payload"] == {"before": {"_id": 1}, "updateDescription": None, "op": "d"}
+    assert deleted["payload"] == {"before": {"_id": 1}, "updateDescription": None, "op": "d", "ts_ms": 0}
     assert malformed["error"].endswith("malformed record topic: orders, partition: 0, offset: 2")
     assert tombstone["payload"] is None and tombstone["error"] is None  # the heartbeat (offset 4) is gone
     assert bad["offset"] == 5 and bad["error"] == (

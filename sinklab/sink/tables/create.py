@@ -28,7 +28,12 @@ def infer_schema(spark: SparkSession, records: DataFrame, schemas_enable: bool) 
     first-seen order. Without the envelope every column is optional."""
     records = records.where(F.col("value").isNotNull())  # a tombstone's ids come from its key, untyped
     if schemas_enable:
-        texts = [r[0] for r in records.where(F.col("_schema").isNotNull()).select("_schema").distinct().collect()]
+        # Each schema in the order its first record came (Kafka's timestamp, then topic, partition, offset),
+        # as Apache's sink creates a table from its first record and evolves it record by record: in the
+        # order ``distinct`` gave them, columns came out in another order from run to run.
+        firsts = (records.where(F.col("_schema").isNotNull()).groupBy("_schema")
+                  .agg(F.min(F.struct("timestamp", "topic", "partition", "offset")).alias("first")).collect())
+        texts = [r[0] for r in sorted(firsts, key=lambda r: tuple(r[1]))]
         merged = T.StructType([])
         for text in texts:
             merged = union_schema(merged, connect_to_spark(json.loads(text)))

@@ -3,7 +3,7 @@ vendors): a Debezium MongoDB change event's ``before`` and ``after``, texts of B
 structs whose Connect schema is inferred from each record's values, as the class infers it; a partial
 update's ``updateDescription`` is merged over ``before``; the key becomes ``{id}``.
 
-The documents are converted in Python, a batch of records at a time (``_convert``, a Spark UDF): a
+The documents are converted in Python, a batch of records at a time (``convert``, a Spark UDF): a
 document nests to any depth, and Spark expressions do not recurse. Written out as expressions eight
 levels deep, the conversion took Spark's analyzer past its iteration limit and the driver past 1 GB; one
 level deep, it planned in 25 s (bench/README.md, "MongoDebeziumTransform"). The envelope around the
@@ -253,10 +253,11 @@ def convert(after: str | None, before: str | None, updated: str | None, removed:
     return out
 
 
-@F.udf(returnType=T.StructType([T.StructField(f, T.StringType()) for f in RESULT_FIELDS]), useArrow=False)
-def _convert(after: str | None, before: str | None, updated: str | None, removed: list[str] | None,
-             key_id: str | None, document_arrays: bool) -> dict[str, str | None]:
-    return convert(after, before, updated, removed, key_id, document_arrays)
+def _convert(*columns: Column) -> Column:
+    """``convert`` as a Spark UDF (made per chain: a UDF object keeps the JVM it was first used in, and a
+    process may start Spark again). Rows pickled, not Arrow batches: faster here (bench/README.md)."""
+    result = T.StructType([T.StructField(f, T.StringType()) for f in RESULT_FIELDS])
+    return F.udf(convert, returnType=result, useArrow=False)(*columns)
 
 
 def _text(x: Column) -> Column:
