@@ -389,15 +389,16 @@ SINK_KEYS: tuple[Key, ...] = (
     # ---- Converters
     Key(VALUE_CONVERTER, "CLASS", "connect", "Converters",
         doc="How values are read: `JsonConverter` (Connect's envelope unless `schemas.enable=false`), "
-            "`StringConverter` (JSON text), `AvroConverter` or `JsonSchemaConverter` (Confluent's wire format, "
-            "with a schema registry), Apicurio's `AvroConverter` (its frame, with Apicurio Registry); other "
-            "converters are refused."),
+            "`StringConverter` (JSON text), `AvroConverter`, `JsonSchemaConverter` or `ProtobufConverter` "
+            "(Confluent's wire format, with a schema registry), Apicurio's `AvroConverter` (its frame, with Apicurio "
+            "Registry); other converters are refused."),
     Key(VALUE_SCHEMAS_ENABLE, "BOOLEAN", "connect", "Converters", default=SCHEMAS_ENABLE_DEFAULT,
         field="schemas_enable",
         doc="With `JsonConverter`: each value is Connect's envelope (`schema`, `payload`) and tables are typed from "
             "its schema; false: plain JSON, typed by inference."),
     Key(converter_key("value", REGISTRY_URL), "STRING", "connect", "Converters",
-        doc="The schema registry of `AvroConverter` and `JsonSchemaConverter` (Confluent's API; the first of a "
+        doc="The schema registry of `AvroConverter`, `JsonSchemaConverter` and `ProtobufConverter` (Confluent's "
+            "API; the first of a "
             "comma-separated list); on a stack with a registry it may be left out."),
     Key(converter_key("value", CREDENTIALS_SOURCE), "STRING", "connect", "Converters", default="URL",
         choices=("URL", "USER_INFO"),

@@ -15,7 +15,7 @@ from sinklab.exceptions import ConfigError
 from sinklab.sink.config import keys
 from sinklab.sink.config.keys import Key
 from sinklab.sink.config.transforms import Flatten, JsonToMap, Transform, read_chain
-from sinklab.sink.wire import apicurio
+from sinklab.sink.wire import apicurio, protobuf
 from sinklab.sink.wire.avro import AVRO_CONVERTER
 from sinklab.sink.wire.jsonschema import JSON_SCHEMA_CONVERTER
 from sinklab.sink.wire.registry import ApicurioFrame, Format, RegistrySettings, strategy_name
@@ -23,6 +23,7 @@ from sinklab.sink.wire.registry import ApicurioFrame, Format, RegistrySettings, 
 JSON_CONVERTERS = {"org.apache.kafka.connect.json.JsonConverter"}
 # Converters of records framed by a schema registry (magic byte, schema id, body), by the format they read.
 REGISTRY_CONVERTERS: dict[str, Format] = {AVRO_CONVERTER: "avro", JSON_SCHEMA_CONVERTER: "json",
+                                           protobuf.PROTOBUF_CONVERTER: "protobuf",
                                            apicurio.APICURIO_AVRO_CONVERTER: "avro"}
 STRING_CONVERTERS = {"org.apache.kafka.connect.storage.StringConverter"}
 VARIANT_FORMAT_VERSION = 3  # Iceberg's VARIANT type is a format v3 type
@@ -410,9 +411,10 @@ def _converters(conf: dict[str, Any], out: dict[str, Any], notes: list[str]) -> 
     value_props, key_props = (_converter_settings(conf, side) for side in keys.SIDES)
     readable = JSON_CONVERTERS | STRING_CONVERTERS | set(REGISTRY_CONVERTERS)
     if value_converter is not None and value_converter not in readable:
-        raise ConfigError(keys.VALUE_CONVERTER, f"sinklab reads JSON, Avro or JSON Schema values; {value_converter!r} "
-                          f"is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER}, "
-                          f"{apicurio.APICURIO_AVRO_CONVERTER} or {JSON_SCHEMA_CONVERTER})")
+        raise ConfigError(keys.VALUE_CONVERTER, f"sinklab reads JSON, Avro, JSON Schema or Protobuf values; "
+                          f"{value_converter!r} is not supported (use {sorted(JSON_CONVERTERS)[0]}, {AVRO_CONVERTER}, "
+                          f"{apicurio.APICURIO_AVRO_CONVERTER}, {JSON_SCHEMA_CONVERTER} or "
+                          f"{protobuf.PROTOBUF_CONVERTER})")
     framed = value_converter in REGISTRY_CONVERTERS
     out["value_registry"] = _registry("value", value_converter, value_props, notes) if framed else None
     for prop in value_props if not framed else []:
@@ -474,6 +476,10 @@ def _registry(side: str, converter: str, props: dict[str, str], notes: list[str]
             settings.subject_strategy = strategy_name(key, value)
         elif prop == keys.SCHEMAS_ENABLE:
             notes.append(f"{key}: ignored (framed {side}s always carry their schema id)")
+        elif settings.format == "protobuf" and prop in protobuf.READ_AS:
+            if value.strip().lower() != protobuf.READ_AS[prop]:
+                raise ConfigError(key, f"sinklab reads Protobuf as Confluent's ProtobufData does with {prop}="
+                                  f"{protobuf.READ_AS[prop]}; {value!r} is not supported")
         else:
             notes.append(f"{key}: unknown converter setting, ignored")
     if source == "USER_INFO" and settings.user_info is None:

@@ -12,7 +12,7 @@ from sinklab.sink.config import keys
 from sinklab.sink.config.sink_config import RegistrySettings
 from sinklab.sink.records.columns import KEY_SCHEMA_ID, SCHEMA_ID
 from sinklab.sink.records.kinds import UNDECODABLE
-from sinklab.sink.wire import apicurio, avro, jsonschema
+from sinklab.sink.wire import apicurio, avro, jsonschema, protobuf
 from sinklab.sink.wire.registry import FORMAT_NAMES, MAGIC, SCHEMA_TYPES, ApicurioFrame, Format, RegistryClient
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ class FramedDecoder:
     def _describe(self, text: str) -> str:
         if self.side == "key":
             return avro.key_kind(text) if self.format == "avro" else ""
-        to_connect = avro.avro_to_connect if self.format == "avro" else jsonschema.json_schema_to_connect
+        to_connect = {"avro": avro.avro_to_connect, "json": jsonschema.json_schema_to_connect,
+                      "protobuf": protobuf.proto_to_connect}[self.format]
         return json.dumps(to_connect(text))
 
     def columns(self) -> tuple[Column, Column, Column, Column]:
@@ -83,6 +84,10 @@ class FramedDecoder:
             text = F.lit(None).cast("string")
             for sid, (schema, described) in self.known.items():
                 text = F.when(schema_id == sid, avro.decoded_text(body, schema, side, described)).otherwise(text)
+        elif self.format == "protobuf":
+            text = F.lit(None).cast("string")
+            for sid, (schema, _) in self.known.items():
+                text = F.when(schema_id == sid, protobuf.decoded_text(body, schema)).otherwise(text)
         else:
             text = F.when(known, jsonschema.body_text(body, side))
         if side == "value":

@@ -29,10 +29,10 @@ STRATEGIES = {
     "RecordNameStrategy": "io.confluent.kafka.serializers.subject.RecordNameStrategy",
     "TopicRecordNameStrategy": "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
 }
-Format = Literal["avro", "json"]
+Format = Literal["avro", "json", "protobuf"]
 # The registry's schemaType of each format (AVRO is what a registry assumes when it says none).
-SCHEMA_TYPES: dict[str, str] = {"avro": "AVRO", "json": "JSON"}
-FORMAT_NAMES = {"avro": "Avro", "json": "JSON Schema"}
+SCHEMA_TYPES: dict[str, str] = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+FORMAT_NAMES = {"avro": "Avro", "json": "JSON Schema", "protobuf": "Protobuf"}
 
 
 class ApicurioFrame(BaseModel):
