@@ -453,12 +453,7 @@ def test_bad_values_stay_per_record_errors_under_ansi_mode(stack: Stack, unique:
                                                      "errors.deadletterqueue.context.headers.enable": "true"})
     if "value.converter.schemas.enable" not in extra:
         del config["config"]["value.converter.schemas.enable"]
-    sink = IcebergSink(stack, config)
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None
+    once(stack, config)
     rows = stack.spark.table(f"sinklab.{unique}.t").collect()
     assert [(r.id, r.n, str(r.ts), str(r.d), bytes(r.b), float(r.amount)) for r in rows] == [
         (0, 7, "2024-01-04 12:28:13", "2024-01-04", b"\x01\x02", 12.5)]

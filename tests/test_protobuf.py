@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
-from helpers import produce_raw, sink_config
+from helpers import once, produce_raw, sink_config
 from test_bad_records import dead_letters
 
 from sinklab.exceptions import ConfigError
-from sinklab.sink import IcebergSink
 from sinklab.sink.config.sink_config import load_config
 from sinklab.sink.wire import protobuf
 from sinklab.sink.wire.registry import MAGIC, RegistryClient
@@ -144,12 +143,7 @@ def test_protobuf_orders_land_in_a_table_created_from_the_registrys_schema(stack
                                     "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
                                     "errors.deadletterqueue.context.headers.enable": "true"})
     del config["config"]["value.converter.schemas.enable"]
-    sink = IcebergSink(stack, config)
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None and result.counters["undecodable"] == 1
+    assert once(stack, config).counters["undecodable"] == 1
     [letter] = dead_letters(stack, dlq)
     assert letter["value"] == cut and letter["headers"]["__connect.errors.offset"] == b"2"
     assert f"does not decode as Protobuf with schema id {schema_id}" in letter["headers"][
