@@ -75,10 +75,14 @@ def google_order_class() -> Any:
             ("count", 12, F.TYPE_UINT32, one, {}), ("delta", 13, F.TYPE_SINT32, one, {}),
             ("scores", 14, F.TYPE_INT32, rep, {}), ("blob", 15, F.TYPE_BYTES, one, {})]:
         order.field.add(name=name, number=number, type=kind, label=label, **extra)
+    return google_class(file, "shop.Order")
+
+
+def google_class(file: descriptor_pb2.FileDescriptorProto, name: str) -> Any:
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
 def framed(schema_id: int, message: Any) -> bytes:
@@ -157,3 +161,32 @@ def test_protobuf_orders_land_in_a_table_created_from_the_registrys_schema(stack
     assert rows[0]["shop"] == {"city": "Oslo", "zip": 150} and rows[0]["pay_0"] == {"card": "4111", "cash": None}
     assert rows[0]["at"].timestamp() == 1704371293.123 and rows[0]["blob"] == b"\x01\x02"
     assert rows[1]["qty"] == 0 and rows[1]["note"] is None and rows[1]["shop"] is None
+
+
+@pytest.mark.spark
+def test_protobuf_keys_name_the_rows_that_tombstones_delete(stack: Stack, schema_registry: str, unique: str) -> None:
+    """``key.converter`` ProtobufConverter: an upsert table's tombstone deletes the row its key names."""
+    registry = RegistryClient(schema_registry)
+    value_id = registry.register(f"{unique}-value", 'syntax = "proto3"; message Customer { int64 id = 1; '
+                                 'string name = 2; }', "PROTOBUF")
+    key_id = registry.register(f"{unique}-key", 'syntax = "proto3"; message CustomerKey { int64 id = 1; }', "PROTOBUF")
+    file = descriptor_pb2.FileDescriptorProto(name="c.proto", syntax="proto3")
+    for name, fields in (("Customer", [("id", F.TYPE_INT64), ("name", F.TYPE_STRING)]),
+                         ("CustomerKey", [("id", F.TYPE_INT64)])):
+        message = file.message_type.add(name=name)
+        for number, (field, kind) in enumerate(fields, start=1):
+            message.field.add(name=field, number=number, type=kind, label=F.LABEL_OPTIONAL)
+    customer, key = google_class(file, "Customer"), google_class(file, "CustomerKey")
+    records = [(framed(key_id, key(id=i)), None if name is None else framed(value_id, customer(id=i, name=name)))
+               for i, name in [(1, "ada"), (2, "bob"), (1, "ada l."), (2, None)]]
+    stack.create_topic(unique)
+    produce_raw(stack, unique, [v for _, v in records], keys=[k for k, _ in records])
+    config = sink_config(unique, **{"value.converter": protobuf.PROTOBUF_CONVERTER,
+                                    "key.converter": protobuf.PROTOBUF_CONVERTER,
+                                    "value.converter.schema.registry.url": schema_registry,
+                                    "iceberg.tables.upsert-mode-enabled": "true",
+                                    "iceberg.tables.default-id-columns": "id"})
+    del config["config"]["value.converter.schemas.enable"]
+    once(stack, config)
+    rows = stack.spark.table(f"sinklab.{unique}.pizzas").collect()
+    assert [(r.id, r.name) for r in rows] == [(1, "ada l.")]

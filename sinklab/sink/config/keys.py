@@ -423,7 +423,8 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="The value converter's other settings (`value.converter.subject.name.strategy` is "
             "`value.subject.name.strategy`); others are reported and ignored."),
     Key(KEY_CONVERTER, "CLASS", "connect", "Converters",
-        doc="How keys are read: `AvroConverter` and `JsonSchemaConverter` decode them with the registry (a record "
+        doc="How keys are read: `AvroConverter`, `JsonSchemaConverter` and `ProtobufConverter` decode them with the "
+            "registry (a record "
             "whose key does not decode is `undecodable`), `JsonConverter` reads Connect's envelope; otherwise keys "
             "are read as UTF-8 text."),
     Key(KEY_SCHEMAS_ENABLE, "BOOLEAN", "connect", "Converters", default=SCHEMAS_ENABLE_DEFAULT,
