@@ -80,14 +80,17 @@ class FramedDecoder:
         framed, schema_id, body, unframed, wrong = self._frame()
         known = schema_id.isin(list(self.known)) if self.known else F.lit(False)
         connect = F.lit(None).cast("string")
+        reason = F.lit("")  # after the error's text: why a body did not decode, where its decoder says
         if self.format == "avro":
             text = F.lit(None).cast("string")
             for sid, (schema, described) in self.known.items():
                 text = F.when(schema_id == sid, avro.decoded_text(body, schema, side, described)).otherwise(text)
-        elif self.format == "protobuf":
+        elif self.format == "protobuf":  # a body's decoder says why it failed
             text = F.lit(None).cast("string")
             for sid, (schema, _) in self.known.items():
-                text = F.when(schema_id == sid, protobuf.decoded_text(body, schema)).otherwise(text)
+                decoded = protobuf.decoded(body, schema)
+                text = F.when(schema_id == sid, decoded["text"]).otherwise(text)
+                reason = F.when(schema_id == sid, F.concat(F.lit(": "), decoded["err"])).otherwise(reason)
         else:
             text = F.when(known, jsonschema.body_text(body, side))
         if side == "value":
@@ -102,7 +105,7 @@ class FramedDecoder:
         error = error.when(~known, F.concat(F.lit(f"{UNDECODABLE}: {side} {noun} "), schema_id.cast("string"),
                                             F.lit(f" is not in the schema registry at {self.client.url}"))).when(
             text.isNull(), F.concat(F.lit(f"{UNDECODABLE}: {side} does not decode as {name} with {noun} "),
-                                    schema_id.cast("string")))
+                                    schema_id.cast("string"), F.coalesce(reason, F.lit(""))))
         return text, connect, error, schema_id
 
     @property

@@ -490,18 +490,19 @@ def decode(text: str, body: bytes) -> str:
     return json.dumps(decode_message(proto, proto.message_at(indexes), body[start:]))
 
 
-def _decode_or_none(text: str, body: bytes | None) -> str | None:
+def _decoded(text: str, body: bytes | None) -> tuple[str | None, str | None]:
     if body is None:
-        return None
+        return None, None
     try:
-        return decode(text, bytes(body))
-    except (ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError):
-        return None  # the record is bad: its error says it does not decode with this schema id
+        return decode(text, bytes(body)), None
+    except (ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
+        return None, str(exc) or type(exc).__name__  # the record is bad, and says why
 
 
-def decoded_text(body: Column, text: str) -> Column:
-    """The JSON text of each record's body, decoded with the schema ``text`` (null where it does not)."""
+def decoded(body: Column, text: str) -> Column:
+    """Each record's body decoded with the schema ``text``: a struct of its JSON ``text``, or why not (``err``)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    return F.udf(lambda b: _decode_or_none(text, b), returnType=T.StringType(), useArrow=False)(body)
+    result = T.StructType([T.StructField("text", T.StringType()), T.StructField("err", T.StringType())])
+    return F.udf(lambda b: _decoded(text, b), returnType=result, useArrow=False)(body)
