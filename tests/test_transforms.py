@@ -235,6 +235,10 @@ def test_mongo_debeziums_documents_are_typed_as_icebergs_class_types_them() -> N
     assert by_name["addr"]["name"] == "null.addr" and by_name["addr"]["fields"][1]["name"] == "null.addr.deep"
     assert by_name["items"]["items"] == opt("struct", name="null.items", fields=[
         {"field": "sku", **opt("string")}, {"field": "q", **opt("int32")}])
+    regexes = mongo.convert(json.dumps({"new": {"$regularExpression": {"pattern": "^a", "options": "i"}},
+                                        "old": {"$regex": "^b", "$options": "m"}}), None, None, None, None, False)
+    assert json.loads(regexes["after"]) == {"new": {"regex": "^a", "options": "i"},
+                                            "old": {"regex": "^b", "options": "m"}}
     as_documents = mongo.convert(json.dumps({"tags": ["a", "b"]}), None, None, None, None, True)
     assert json.loads(as_documents["after"]) == {"tags": {"_0": "a", "_1": "b"}}
     assert json.loads(as_documents["after_schema"])["fields"][0]["name"] == "null.tags"

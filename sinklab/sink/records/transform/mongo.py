@@ -121,8 +121,10 @@ def _wrapped(kind: str, doc: Doc) -> Node | None:
                 return Node(kind, base64.b64encode(bytes.fromhex(str(inner).replace("-", ""))).decode(),
                             _optional("bytes"))
             return Node(kind, dict(inner)["base64"] if isinstance(inner, Doc) else str(inner), _optional("bytes"))
-        pattern = dict(inner) if isinstance(inner, Doc) else {"pattern": inner, "options": items.get("$options")}
-        return Node(kind, {"regex": pattern.get("pattern"), "options": pattern.get("options")}, REGEX)
+        # Canonical {"$regularExpression": {"pattern", "options"}}, or the legacy {"$regex", "$options"}.
+        regex = dict(items["$regularExpression"]) if "$regularExpression" in items else {
+            "pattern": items.get("$regex"), "options": items.get("$options")}
+        return Node(kind, {"regex": regex.get("pattern"), "options": regex.get("options")}, REGEX)
     except (ValueError, KeyError, TypeError):
         if kind == "dateTime":
             raise Bad(f"not a date: {json.dumps(dict(doc))}") from None
