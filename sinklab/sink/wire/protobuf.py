@@ -260,10 +260,11 @@ def parse(text: str) -> Proto:
 
 # ---- Connect schemas (ProtobufData's, at the converter's defaults)
 
-def proto_to_connect(text: str, indexes: tuple[int, ...] = (0,)) -> dict[str, Any]:
-    """The Connect schema (JSON form, as in JsonConverter's envelope) of the message ``indexes`` name."""
+def proto_to_connect(text: str) -> dict[str, Any]:
+    """The Connect schema (JSON form, as in JsonConverter's envelope) of the schema's first message, the one
+    sinklab reads (``decode``)."""
     proto = parse(text)
-    return {**_struct(proto, proto.message_at(list(indexes)), set()), "optional": False}
+    return {**_struct(proto, proto.message_at([0]), set()), "optional": False}
 
 
 def _struct(proto: Proto, message: Message, seen: set[str]) -> dict[str, Any]:
@@ -384,23 +385,9 @@ def _value(proto: Proto, kind: str, wire: int, data: bytes, i: int) -> tuple[Any
     if kind == "bytes":
         return base64.b64encode(chunk).decode(), i
     if kind == TIMESTAMP:
-        seconds, nanos = _fields(chunk, {1: "int64", 2: "int32"})
-        return seconds * 1000 + nanos // 1_000_000, i
+        stamp = decode_message(proto, TIMESTAMP_MESSAGE, chunk)
+        return stamp["seconds"] * 1000 + stamp["nanos"] // 1_000_000, i
     return decode_message(proto, proto.messages[kind], chunk), i
-
-
-def _fields(data: bytes, kinds: dict[int, str]) -> list[int]:
-    """A small message's varint fields (a Timestamp's), defaults where absent."""
-    got = dict.fromkeys(kinds, 0)
-    i = 0
-    while i < len(data):
-        tag, i = _varint(data, i)
-        number, wire = tag >> 3, tag & 7
-        if number in kinds and wire == 0:
-            got[number], i = _scalar(kinds[number], 0, data, i)
-        else:
-            i = _skip(wire, data, i)
-    return list(got.values())
 
 
 def _skip(wire: int, data: bytes, i: int) -> int:
@@ -460,6 +447,9 @@ def decode_message(proto: Proto, message: Message, data: bytes) -> dict[str, Any
                  all(x is None for x in v.values())]:
         out[name] = None  # no member set: the oneof's struct is null
     return out
+
+
+TIMESTAMP_MESSAGE = Message(TIMESTAMP, [Field("seconds", 1, "int64"), Field("nanos", 2, "int32")])
 
 
 def _map_entry(proto: Proto, f: Field, data: bytes) -> tuple[Any, Any]:

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sinklab.sink.config import transforms as tf
-from sinklab.sink.records.transform.parts import Rec, fields_of, is_null, name_of, obj, text_of, why
+from sinklab.sink.records.transform.parts import Rec, fields_of, is_null, name_of, obj, string_of, text_of, var, why
 
 CONVERTED = "_sinklab_t_mongo"
 IMAGES = ("after", "before", "key")
@@ -262,10 +262,6 @@ def _convert(*columns: Column) -> Column:
     return F.udf(convert, returnType=result, useArrow=False)(*columns)
 
 
-def _text(x: Column) -> Column:
-    return F.when(F.schema_of_variant(x) == "STRING", F.variant_get(x, "$", "string"))
-
-
 def mongo_debezium(t: tf.MongoDebezium, r: Rec, meta: dict[str, Column]) -> Rec:
     s = r.side(t)
     envelope = F.try_variant_get(s.schema, "$.name", "string")
@@ -273,8 +269,8 @@ def mongo_debezium(t: tf.MongoDebezium, r: Rec, meta: dict[str, Column]) -> Rec:
     update = obj(s.m["updateDescription"])
     key = obj(r.key)
     removed = F.try_variant_get(update["removedFields"], "$", "array<string>")
-    converted = F.when(valid, _convert(_text(s.m["after"]), _text(s.m["before"]), _text(update["updatedFields"]),
-                                       removed, text_of(key["id"]), F.lit(t.array_mode == "document")))
+    texts = (string_of(s.m["after"]), string_of(s.m["before"]), string_of(update["updatedFields"]))
+    converted = F.when(valid, _convert(*texts, removed, text_of(key["id"]), F.lit(t.array_mode == "document")))
     c = F.col(CONVERTED)
     # A record that is no Debezium envelope becomes one with neither key nor value, which a sink skips.
     out = replace(r, pre=((CONVERTED, converted),), dropped=r.dropped | (s.present & ~valid))
@@ -287,7 +283,7 @@ def mongo_debezium(t: tf.MongoDebezium, r: Rec, meta: dict[str, Column]) -> Rec:
                    F.concat(F.lit(why(t, "malformed record topic: ")), r.topic, F.lit(", partition: "),
                             meta["partition"].cast("string"), F.lit(", offset: "), meta["offset"].cast("string")))
     for field in ("after", "before"):
-        out = out.fail(valid & ~is_null(s.m[field]) & _text(s.m[field]).isNull(), why(
+        out = out.fail(valid & ~is_null(s.m[field]) & string_of(s.m[field]).isNull(), why(
             t, f"{field} is not text (the io.debezium.data.Json string Debezium's MongoDB connector writes)"))
     out = out.fail(valid & is_null(s.m["after"]) & update.isNotNull() & is_null(update["updatedFields"]),
                    why(t, "updateDescription has no updatedFields"))
@@ -299,11 +295,11 @@ def mongo_debezium(t: tf.MongoDebezium, r: Rec, meta: dict[str, Column]) -> Rec:
     fields = F.filter(F.transform(fields_of(s.schema), lambda f: F.when(name_of(f).isin("after", "before"), F.when(
         name_of(f) == "after", image_schema("after")).otherwise(image_schema("before"))).otherwise(f)),
         lambda f: f.isNotNull())
-    schema = F.to_variant_object(F.named_struct(F.lit("type"), F.lit("struct"), F.lit("name"), envelope,
+    schema = var(F.named_struct(F.lit("type"), F.lit("struct"), F.lit("name"), envelope,
                                                 F.lit("optional"), F.lit(False), F.lit("fields"), fields))
     images = {field: F.try_parse_json(c[field]) for field in ("after", "before")}
     value = F.map_filter(F.transform_values(s.m, lambda k, x: F.when(k == "after", images["after"]).when(
         k == "before", images["before"]).otherwise(x)), lambda k, x: ~(k.isin("after", "before") & x.isNull()))
-    new_key = F.to_variant_object(F.create_map(F.lit("id"), F.try_parse_json(c["key"])))
+    new_key = var(F.create_map(F.lit("id"), F.try_parse_json(c["key"])))
     return replace(out, value=F.when(valid, value).otherwise(s.m), schema=F.when(valid, schema).otherwise(s.schema),
                    key=F.when(valid, new_key).otherwise(r.key))

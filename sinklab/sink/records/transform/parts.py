@@ -125,9 +125,14 @@ def is_null(x: Column) -> Column:
     return x.isNull() | F.is_variant_null(x)
 
 
+def string_of(v: Column) -> Column:
+    """A VARIANT string as itself; null for anything else."""
+    return F.when(F.schema_of_variant(v) == "STRING", F.variant_get(v, "$", "string"))
+
+
 def text_of(v: Column) -> Column:
     """A VARIANT as text: a string as itself, anything else as its JSON."""
-    return F.when(F.schema_of_variant(v) == "STRING", F.variant_get(v, "$", "string")).otherwise(F.to_json(v))
+    return string_of(v).otherwise(F.to_json(v))
 
 
 def kind_of(v: Column) -> Column:
