@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sinklab.exceptions import RecordError
 from sinklab.sink.cycle.commit_state import Cycle, Pass, TableWrite
 from sinklab.sink.records import dead_letters, route
-from sinklab.sink.records.columns import ERROR, META, ROUTE
+from sinklab.sink.records.columns import ERROR, META, ROUTE, TABLES
 from sinklab.sink.records.kinds import KEY_CONVERTER_FAILED, NO_TABLE
 from sinklab.sink.tables.create import create_table
 from sinklab.sink.tables.state import TableState
@@ -62,13 +62,22 @@ class Letters:
                 dead_letters.log_letter(letter)
         cycle.letters.extend(letters)
 
-    def bad_rows(self, one: Pass, name: str, converted: BadRows | None) -> None:
-        # The write observed the bad rows; only when it did not run is there a job to look for them.
+    def bad_rows(self, one: Pass, name: str, converted: BadRows | None, bit: int | None = None) -> None:
+        """The table's bad rows, as its write observed them; only when it did not run is there a job to
+        look for them. ``bit``: the table's in TABLES, when its write was several tables'."""
         if converted is None:
             return
         seen = converted.result(one.wait_s(name))
-        if seen is None or seen["bad"]:
-            self.bad(one.cycle, converted.bad(), name, None if seen is None else seen["letters"])
+        if seen is not None and not seen["bad"]:
+            return
+        bad, letters = converted.bad(), None if seen is None else seen["letters"]
+        if bit is not None:
+            bad = bad.where(F.col(TABLES).bitwiseAND(F.lit(bit)) != 0)
+            if letters is not None:
+                letters = [r for r in dead_letters.observed_rows(letters) if r[TABLES] & bit]
+                if not letters:
+                    return
+        self.bad(one.cycle, bad, name, letters)
 
     def nowhere(self, cycle: Cycle, good: DataFrame, tables: list[str], count: int) -> None:
         """Records no table takes: dead letters (errors.tolerance=all), else counted and skipped."""
@@ -94,7 +103,7 @@ class Letters:
         cycle.tables[name] = TableWrite(state, None, self.stage(cycle, state))
 
     def stage(self, cycle: Cycle, state: TableState) -> Staged | None:
-        """The letters the dead-letter table has not recorded yet (as ``recovery.not_yet_recorded`` keeps a
+        """The letters the dead-letter table has not recorded yet (as ``recovery.unrecorded`` keeps a
         table's rows), appended from the driver, which holds them; None when it has them all."""
         assert state.table is not None
         letters = [x for x in cycle.letters if x.offset >= off.get(state.offsets, TopicPartition(x.topic, x.partition))]

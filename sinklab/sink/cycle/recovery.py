@@ -3,7 +3,7 @@
 
 - ``start_offsets``: where each partition resumes (the group's offsets, else the tables', else
   ``auto.offset.reset``);
-- ``not_yet_recorded``: each table keeps only records past what it recorded, so a cycle replayed
+- ``unrecorded``: each table keeps only records past what it recorded, so a cycle replayed
   after a crash between two table commits adds nothing twice;
 - ``drop_stale_stages``: staging branches a crashed cycle left are dropped before the sink's first
   cycle on a table (their snapshots never reached the target branch).
@@ -24,7 +24,7 @@ from sinklab.sink.wire.offsets import OffsetRange, Offsets, TopicPartition
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column
 
 
 def start_offsets(partitions: list[TopicPartition], group: Offsets, tables: list[Offsets], low: Offsets,
@@ -46,9 +46,9 @@ def start_offsets(partitions: list[TopicPartition], group: Offsets, tables: list
     return out
 
 
-def not_yet_recorded(records: DataFrame, recorded: Offsets, ranges: list[OffsetRange]) -> DataFrame | None:
-    """The records of a cycle's ``ranges`` a table does not have yet (``recorded``, its
-    ``sinklab.offsets``); None when it has them all."""
+def unrecorded(recorded: Offsets, ranges: list[OffsetRange]) -> Column | bool | None:
+    """Which records of ``ranges`` a table that recorded ``recorded`` does not have: a condition,
+    True for all of them, None for none."""
     keep, whole = [], True
     for r in ranges:
         mark = off.get(recorded, r.tp)
@@ -62,7 +62,7 @@ def not_yet_recorded(records: DataFrame, recorded: Offsets, ranges: list[OffsetR
         keep.append(cond)
     if not keep:
         return None
-    return records if whole else records.where(reduce(lambda a, b: a | b, keep))
+    return True if whole else reduce(lambda a, b: a | b, keep)
 
 
 def drop_stale_stages(catalog: Catalog, table_name: str, sink: str) -> None:

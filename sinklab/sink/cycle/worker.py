@@ -28,15 +28,16 @@ from sinklab.sink.config import keys
 from sinklab.sink.cycle.commit_state import Cycle, Pass, Replay, TableWrite
 from sinklab.sink.cycle.counts import Counts, vtts
 from sinklab.sink.cycle.letters import Letters
-from sinklab.sink.cycle.recovery import not_yet_recorded
+from sinklab.sink.cycle.recovery import unrecorded
 from sinklab.sink.records import dead_letters, framed, route
 from sinklab.sink.records.changes import with_operation
-from sinklab.sink.records.columns import ERROR, META, OP
+from sinklab.sink.records.columns import ERROR, META, OP, TABLES
 from sinklab.sink.records.convert import RowColumns, row_columns, to_rows
 from sinklab.sink.records.kinds import SUPERSEDED
 from sinklab.sink.records.observed import BadRows, Observed
 from sinklab.sink.records.prepare import Preparation, preparation, with_payload
 from sinklab.sink.records.reader import read_ranges
+from sinklab.sink.tables import fan_out
 from sinklab.sink.tables.create import auto_create
 from sinklab.sink.tables.evolve import evolve, new_field
 from sinklab.sink.tables.state import (
@@ -165,34 +166,47 @@ class Worker:
         """
         plan = cycle.plan
         lagging = [tp for tp, _ in off.entries(plan.ends) if not plan.caught_up(tp)]
-        # Fanned out, the first table's write caches the prepared records for the others: reading and
-        # preparing them once per table cost 2.3x (measured, 3 tables).
-        fanned_out = len(configured) > 1
         c = self.config
+        # Tables of the same columns are written by one job (``fan_out``); when several jobs read the
+        # records, the first caches them for the others: reading and preparing them once per job cost
+        # 2.3x (measured, 3 tables).
+        groups = self._groups({n: s for n, s in configured.items() if not route.takes_nothing(c, n)})
+        fanned_out = len(configured) > 1
         # A table's rows parse each value once into its columns, and that parse finds the values that are
         # no JSON object too: prepare need not parse them first (bench/README.md, "One parse"), unless a
         # record goes to no table, or to several (it would be dead-lettered once per table).
         checks: bool | Column = True
         if not c.transforms and not c.schema_case_insensitive and not c.dynamic_enabled:
             checks = route.to_one_table(c) if c.route_field else fanned_out
-        prepared = self._prepare(raw, cached=fanned_out, check_objects=checks)
-        cycle.cached = prepared if fanned_out else None
+        cached = len(groups) > 1
+        prepared = self._prepare(raw, cached=cached, check_objects=checks)
+        cycle.cached = prepared if cached else None
         stats = Observed(prepared, *self.counts.metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
         one = Pass(cycle)
-        checks: dict[str, tuple[BadRows | None, Observed | None]] = {}
-        for name, state in configured.items():
-            if route.takes_nothing(self.config, name):
-                # Its write would be a plan Spark optimizes away, and that empties the cycle's
-                # observation too, which is in the plan.
-                continue
-            converted = self._rows(one, state, route.records_for(self.config, good, name), load, one_pass=True)
+        checks: dict[str, tuple[BadRows | None, Observed | None, int | None]] = {}
+        # A table whose route takes nothing is left out: its write would be a plan Spark optimizes away,
+        # and that empties the cycle's observation too, which is in the plan.
+        for names in groups:
+            states = [configured[n] for n in names]
+            if len(names) == 1:
+                converted = self._rows(one, states[0], route.records_for(c, good, names[0]), load, one_pass=True)
+            else:
+                tables = good.withColumn(TABLES, route.table_bits(c, names))
+                converted = self._rows(one, states[0], tables.where(F.col(TABLES) != 0), load, one_pass=True,
+                                       others=states[1:])
             if converted is None:  # only inference tells what its records need
                 return self._abandon(cycle)
             state, rows, checked, fields = converted
-            cycle.tables[name] = TableWrite(state, rows, self._stage(one, state, rows))
-            checks[name] = (checked, fields)
+            if len(names) == 1:
+                cycle.tables[names[0]] = TableWrite(state, rows, self._stage(one, state, rows))
+                checks[names[0]] = (checked, fields, None)
+                continue
+            for i, (name, staged) in enumerate(zip(names, self._stage_tables(one, states, rows), strict=True)):
+                mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).drop(TABLES)
+                cycle.tables[name] = TableWrite(states[i], mine, staged)
+                checks[name] = (checked, fields, 1 << i)
         seen = stats.result(one.wait_s())
 
         def new_fields(name: str, fields: Observed | None) -> bool:
@@ -204,7 +218,7 @@ class Worker:
         # No write ran (every table already holds these records: a restart after the publish) or the
         # records need a second look: what the one pass wrote goes, and the cycle takes two passes.
         if seen is None or self._learn({d.side: set(seen[f"{d.side}_ids"]) for d in self.decoders}) or any(
-                new_fields(name, fields) for name, (_, fields) in checks.items()):
+                new_fields(name, fields) for name, (_, fields, _) in checks.items()):
             return self._abandon(cycle)
         cycle.counters.update(records=int(seen["n"]), tombstones=int(seen["tombstones"] or 0),
                               bytes=int(seen["bytes"] or 0))
@@ -213,9 +227,24 @@ class Worker:
             self.letters.bad(cycle, records.where(F.col(ERROR).isNotNull()), None, seen["letters"])
         if self.config.route_field and seen["nowhere"]:
             self.letters.nowhere(cycle, good, list(configured), int(seen["nowhere"]))
-        for name, (checked, _) in checks.items():
-            self.letters.bad_rows(one, name, checked)
+        for name, (checked, _, bit) in checks.items():
+            self.letters.bad_rows(one, name, checked, bit)
         return True
+
+    def _groups(self, tables: dict[str, TableState]) -> list[list[str]]:
+        """The tables in the order of ``tables``, those that ``fan_out`` writes together (the same
+        columns) in one list, every other alone."""
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        together: dict[str, list[str]] = {}
+        for name, state in tables.items():
+            fits = state.table is not None and fan_out.writable(state.table)
+            key = str(schema_to_pyarrow(state.table.schema(), include_field_ids=False)) if fits else name
+            group = together.setdefault(key, [])
+            if len(group) == route.MAX_TABLE_BITS:
+                group = together[f"{key}{name}"] = []
+            group.append(name)
+        return list(together.values())
 
     def _abandon(self, cycle: Cycle) -> bool:
         """Undo a one pass that cannot stand: its files deleted (it committed nothing, so the tables as
@@ -299,13 +328,15 @@ class Worker:
 
     # ---- a table's rows and its write
     def _rows(self, one: Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
-              one_pass: bool = False) -> tuple[TableState, DataFrame, BadRows | None, Observed | None] | None:
+              one_pass: bool = False, others: list[TableState] = ()  # type: ignore[assignment]
+              ) -> tuple[TableState, DataFrame, BadRows | None, Observed | None] | None:
         """The table's good rows from its records: created, evolved and converted. Bad rows of a
         row-level table are handled here; an append's are counted by its write (``BadRows``).
 
         In ``one_pass`` the table is not evolved: the write observes whether any record has a field
         the table lacks (``new_fields``), and the cycle takes two passes if one did; None when only
-        inference tells (the one pass cannot stand)."""
+        inference tells (the one pass cannot stand). ``others``: tables of the same columns whose rows
+        these are too (a fanned-out one pass: ``records`` carry their TABLES)."""
         c = self.config
         if not state.exists:
             if not c.auto_create:
@@ -317,8 +348,10 @@ class Worker:
                 raise TableMissing(f"table {state.name} was not found after creating it", sink=c.name,
                                    table=state.name)
         assert state.table is not None
-        ensure_properties(state.table, {**(ROW_LEVEL_PROPS if c.row_level else {}),
-                                        SETTINGS_PREFIX + c.name: self._shareable})
+        for table in (state, *others):
+            assert table.table is not None
+            ensure_properties(table.table, {**(ROW_LEVEL_PROPS if c.row_level else {}),
+                                            SETTINGS_PREFIX + c.name: self._shareable})
         if c.row_level and state.table.format_version < 2:
             raise TableUnfit(keys.TABLES_UPSERT_MODE_ENABLED if c.upsert_mode else keys.TABLES_CDC_FIELD,
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
@@ -346,7 +379,8 @@ class Worker:
         key = (schema.json(), c.schema_case_insensitive, whole)
         if key not in self._row_columns:
             self._row_columns[key] = row_columns(schema, c.schema_case_insensitive, whole)
-        rows = to_rows(records, schema, c.schema_case_insensitive, whole, self._row_columns[key])
+        keep = (TABLES,) if others else ()
+        rows = to_rows(records, schema, c.schema_case_insensitive, whole, self._row_columns[key], keep=keep)
         checked: BadRows | None = None
         if c.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
@@ -356,9 +390,10 @@ class Worker:
                 rows = self._unsuperseded(one.cycle.replay.letters, rows, ids)
             self.letters.bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
-            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance))
+            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance, *keep))
             rows = checked.df
-        return state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
+        return (state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP, *keep), checked,
+                fields)
 
     @staticmethod
     def _unsuperseded(letters: DataFrame, rows: DataFrame, ids: list[str]) -> DataFrame:
@@ -377,16 +412,13 @@ class Worker:
             F.col(ERROR).isNull() & F.col(later).isNotNull(), superseded).otherwise(F.col(ERROR))).drop(later)
 
     def _stage(self, one: Pass, state: TableState, rows: DataFrame) -> Staged | None:
-        """The rows the table does not hold yet (``recovery.not_yet_recorded``), written as data files and
+        """The rows the table does not hold yet (``_unrecorded``), written as data files and
         an unpublished snapshot carrying the cycle's ``sinklab.*`` properties; None when it holds them all."""
         cycle = one.cycle
-        # A replay's records lie behind the offsets the table recorded: its own marker tells what it wrote.
-        if cycle.replay:
-            fresh = None if replay_landed(state, cycle.replay.marker) else rows
-        else:
-            fresh = not_yet_recorded(rows, state.offsets, cycle.plan.ranges)
-        if fresh is None:
+        keep = self._unrecorded(cycle, state)
+        if keep is None:
             return None
+        fresh = rows if keep is True else rows.where(keep)
         one.wrote.add(state.name)
         properties = cycle.properties(self.config.name, state)
         columns = [c for c in rows.columns if c not in (*META, OP)]
@@ -413,4 +445,29 @@ class Worker:
             return None
         return staged
 
+    def _stage_tables(self, one: Pass, states: list[TableState], rows: DataFrame) -> list[Staged | None]:
+        """``_stage`` of several tables of the same columns from their ``rows`` (TABLES says whose), by one
+        job; a table that holds them all, or takes none of them, stages None."""
+        cycle = one.cycle
+        tables = F.lit(0).cast("long")
+        for i, state in enumerate(states):
+            keep = self._unrecorded(cycle, state)
+            if keep is None:
+                continue
+            one.wrote.add(state.name)
+            mine = F.col(TABLES).bitwiseAND(F.lit(1 << i))
+            tables = tables.bitwiseOR(mine if keep is True else F.when(keep, mine).otherwise(F.lit(0)))
+        if not one.wrote.intersection(s.name for s in states):
+            return [None] * len(states)
+        columns = [c for c in rows.columns if c not in (*META, OP, TABLES)]
+        return fan_out.write_appends(rows.select(*columns, tables.alias(TABLES)),
+                                     [(s, cycle.properties(self.config.name, s)) for s in states])
 
+    @staticmethod
+    def _unrecorded(cycle: Cycle, state: TableState) -> Column | bool | None:
+        """Which of the cycle's records the table does not hold yet (``recovery.unrecorded``): a
+        condition, True for all, None for none."""
+        # A replay's records lie behind the offsets the table recorded: its own marker tells what it wrote.
+        if cycle.replay:
+            return None if replay_landed(state, cycle.replay.marker) else True
+        return unrecorded(state.offsets, cycle.plan.ranges)

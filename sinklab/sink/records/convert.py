@@ -261,11 +261,12 @@ def _all(conditions: list[Column]) -> Column:
 
 def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = False,
             whole_value: str | None = None, columns: RowColumns | None = None, *,
-            prior_error: bool = False) -> DataFrame:
+            prior_error: bool = False, keep: tuple[str, ...] = ()) -> DataFrame:
     """Prepared records as rows of ``schema`` (the table's columns in order), plus META and ERROR;
     ``columns`` are ``row_columns`` of the same arguments, when kept from an earlier cycle.
     ``prior_error``: a record that comes with ERROR set (by ``prepare``) keeps it, its columns
-    meaningless, so that one pass over the records yields both kinds.
+    meaningless, so that one pass over the records yields both kinds. ``keep``: columns of ``records``
+    the rows carry along, after ERROR.
 
     A VARIANT column takes its field as the JSON it is (an object, a list, a string, ...), or with
     ``whole_value`` naming it, the record's whole value: both from one parse of the value."""
@@ -273,7 +274,7 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
     select = columns.select
     if prior_error:
         select = [*select[:-1], F.coalesce(F.col(ERROR), columns.error).alias(ERROR)]
-    return parse_once(records, columns.computed).select(*select)
+    return parse_once(records, columns.computed).select(*select, *keep)
 
 
 def variant_path(name: str) -> str:

@@ -108,14 +108,14 @@ class DeadLetter:
 LETTER_FIELDS = [*META, "key", "value", "headers", ERROR]
 
 
-def observed(tolerance: str) -> Column:
+def observed(tolerance: str, *extra: str) -> Column:
     """An aggregate a cycle's write computes on the way (``records.observed.Observed``): its bad records, so that
     finding them costs no second read of the cycle's ranges (bench/README.md, "Dead letters"). All of
     them when they are dead-lettered (they go to the driver either way); else only the first, which
-    stops the sink."""
+    stops the sink. ``extra``: columns the letters' rows carry besides."""
     if tolerance == "all":
-        return F.collect_list(F.when(F.col(ERROR).isNotNull(), F.struct(*LETTER_FIELDS))).alias("letters")
-    return F.min(F.when(F.col(ERROR).isNotNull(), F.struct(*META, ERROR))).alias("letters")
+        return F.collect_list(F.when(F.col(ERROR).isNotNull(), F.struct(*LETTER_FIELDS, *extra))).alias("letters")
+    return F.min(F.when(F.col(ERROR).isNotNull(), F.struct(*META, ERROR, *extra))).alias("letters")
 
 
 def observed_rows(value: list[Row] | Row | None) -> list[Row]:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from sinklab.sink.config.sink_config import SinkConfig
 
+MAX_TABLE_BITS = 63  # table_bits' long
 TABLE_NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
 
 
@@ -70,6 +71,13 @@ def routed_to(config: SinkConfig, table: str) -> Column:
     if config.dynamic_enabled:
         return F.lower(F.trim(F.col(ROUTE))) == table
     return table_condition(config, table)
+
+
+def table_bits(config: SinkConfig, tables: list[str]) -> Column:
+    """The ``tables`` a record goes to, as bits of a long: ``1 << i`` for ``tables[i]``."""
+    assert len(tables) <= MAX_TABLE_BITS
+    return sum((F.when(routed_to(config, t), F.lit(1 << i)).otherwise(F.lit(0)).cast("long")
+                for i, t in enumerate(tables)), F.lit(0).cast("long"))
 
 
 def records_for(config: SinkConfig, records: DataFrame, table: str) -> DataFrame:
