@@ -4,11 +4,12 @@ makes anything visible; the coordinator publishes what this stages. Bad records 
 what the cycle reports of its records to ``counts``, what it carries to the commit to ``commit_state``.
 
 The records take one pass when nothing must be known of them before the write (``_one_pass``): one
-Spark job per table reads, converts and writes, and what the cycle reports of its records is
-observed on the way. When the pass meets what needs a look first (a writer schema new to the sink,
-a field new to a table with evolution on), what it wrote is dropped and the cycle reads the same
-offset ranges again, looking before it writes (``_two_passes``); so do cycles that auto-create,
-route dynamically or write row-level changes.
+Spark job reads, converts and writes the records of a table, or of all the tables of the same columns
+(``tables.fan_out``), and what the cycle reports of its records is observed on the way. When the
+pass meets what needs a look first (a writer schema new to the sink, a field new to a table with
+evolution on), what it wrote is dropped and the cycle reads the same offset ranges again, looking
+before it writes (``_two_passes``); so do cycles that auto-create, route dynamically or write
+row-level changes.
 """
 
 from __future__ import annotations
@@ -154,9 +155,9 @@ class Worker:
 
     def _one_pass(self, cycle: Cycle, raw: DataFrame, configured: dict[str, TableState],
                   load: Callable[[str], TableState]) -> bool:
-        """One Spark job per table reads the cycle's ranges, converts and writes them; what the cycle
-        must know of its records (counts, newest timestamps, tombstones, bad records, schema ids, new
-        fields) is observed by that job, not computed by one of its own.
+        """One Spark job per group of tables (``_groups``) reads the cycle's ranges, converts and writes
+        them; what the cycle must know of its records (counts, newest timestamps, tombstones, bad
+        records, schema ids, new fields) is observed by that job, not computed by one of its own.
 
         Returns False, with nothing it wrote left staged, when the records need two passes: a writer
         schema new to the sink (they are prepared again, decodable), a field new to a table with
@@ -169,44 +170,27 @@ class Worker:
         c = self.config
         # Tables of the same columns are written by one job (``fan_out``); when several jobs read the
         # records, the first caches them for the others: reading and preparing them once per job cost
-        # 2.3x (measured, 3 tables).
-        groups = self._groups({n: s for n, s in configured.items() if not route.takes_nothing(c, n)})
+        # 2.3x (measured, 3 tables). A table whose route takes nothing is left out: its write would be a
+        # plan Spark optimizes away, and that empties the cycle's observation too, which is in the plan.
+        groups = self._groups([n for n in configured if not route.takes_nothing(c, n)], configured)
         fanned_out = len(configured) > 1
         # A table's rows parse each value once into its columns, and that parse finds the values that are
         # no JSON object too: prepare need not parse them first (bench/README.md, "One parse"), unless a
         # record goes to no table, or to several (it would be dead-lettered once per table).
-        checks: bool | Column = True
+        objects: bool | Column = True
         if not c.transforms and not c.schema_case_insensitive and not c.dynamic_enabled:
-            checks = route.to_one_table(c) if c.route_field else fanned_out
+            objects = route.to_one_table(c) if c.route_field else fanned_out
         cached = len(groups) > 1
-        prepared = self._prepare(raw, cached=cached, check_objects=checks)
+        prepared = self._prepare(raw, cached=cached, check_objects=objects)
         cycle.cached = prepared if cached else None
         stats = Observed(prepared, *self.counts.metrics(lagging))
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
         one = Pass(cycle)
-        checks: dict[str, tuple[BadRows | None, Observed | None, int | None]] = {}
-        # A table whose route takes nothing is left out: its write would be a plan Spark optimizes away,
-        # and that empties the cycle's observation too, which is in the plan.
-        for names in groups:
-            states = [configured[n] for n in names]
-            if len(names) == 1:
-                converted = self._rows(one, states[0], route.records_for(c, good, names[0]), load, one_pass=True)
-            else:
-                tables = good.withColumn(TABLES, route.table_bits(c, names))
-                converted = self._rows(one, states[0], tables.where(F.col(TABLES) != 0), load, one_pass=True,
-                                       others=states[1:])
-            if converted is None:  # only inference tells what its records need
-                return self._abandon(cycle)
-            state, rows, checked, fields = converted
-            if len(names) == 1:
-                cycle.tables[names[0]] = TableWrite(state, rows, self._stage(one, state, rows))
-                checks[names[0]] = (checked, fields, None)
-                continue
-            for i, (name, staged) in enumerate(zip(names, self._stage_tables(one, states, rows), strict=True)):
-                mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).drop(TABLES)
-                cycle.tables[name] = TableWrite(states[i], mine, staged)
-                checks[name] = (checked, fields, 1 << i)
+        ready = {n: self._ready(configured[n], None, load) for names in groups for n in names}
+        checks = self._write(one, groups, ready, good)
+        if checks is None:  # only inference tells what its records need
+            return self._abandon(cycle)
         seen = stats.result(one.wait_s())
 
         def new_fields(name: str, fields: Observed | None) -> bool:
@@ -231,14 +215,15 @@ class Worker:
             self.letters.bad_rows(one, name, checked, bit)
         return True
 
-    def _groups(self, tables: dict[str, TableState]) -> list[list[str]]:
-        """The tables in the order of ``tables``, those that ``fan_out`` writes together (the same
-        columns) in one list, every other alone."""
+    def _groups(self, names: list[str], tables: dict[str, TableState]) -> list[list[str]]:
+        """``names`` in their order, those that ``fan_out`` writes together (the same columns) in one list,
+        every other alone."""
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
         together: dict[str, list[str]] = {}
-        for name, state in tables.items():
-            fits = state.table is not None and fan_out.writable(state.table)
+        for name in names:
+            state = tables[name]
+            fits = not self.config.row_level and state.table is not None and fan_out.writable(state.table)
             key = str(schema_to_pyarrow(state.table.schema(), include_field_ids=False)) if fits else name
             group = together.setdefault(key, [])
             if len(group) == route.MAX_TABLE_BITS:
@@ -278,12 +263,12 @@ class Worker:
             self.letters.bad(cycle, records.where(F.col(ERROR).isNotNull()), None)
         good = records.where(F.col(ERROR).isNull())
         two = Pass(cycle)
-        for name, state in self._destinations(cycle, good, configured, load).items():
-            converted = self._rows(two, state, route.records_for(self.config, good, name), load)
-            assert converted is not None  # only one pass stops short
-            state, rows, checked, _ = converted
-            cycle.tables[name] = TableWrite(state, rows, self._stage(two, state, rows))
-            self.letters.bad_rows(two, name, checked)
+        ready = {name: self._ready(state, route.records_for(self.config, good, name), load)
+                 for name, state in self._destinations(cycle, good, configured, load).items()}
+        checks = self._write(two, self._groups(list(ready), {n: r[0] for n, r in ready.items()}), ready, good)
+        assert checks is not None  # only one pass stops short
+        for name, (checked, _, bit) in checks.items():
+            self.letters.bad_rows(two, name, checked, bit)
 
     # ---- records
     def _prepare(self, raw: DataFrame, cached: bool = False, check_objects: bool | Column = True) -> DataFrame:
@@ -327,31 +312,51 @@ class Worker:
         return states
 
     # ---- a table's rows and its write
-    def _rows(self, one: Pass, state: TableState, records: DataFrame, load: Callable[[str], TableState],
-              one_pass: bool = False, others: list[TableState] = ()  # type: ignore[assignment]
-              ) -> tuple[TableState, DataFrame, BadRows | None, Observed | None] | None:
-        """The table's good rows from its records: created, evolved and converted. Bad rows of a
-        row-level table are handled here; an append's are counted by its write (``BadRows``).
+    def _write(self, one: Pass, groups: list[list[str]], ready: dict[str, tuple[TableState, T.StructType]],
+               good: DataFrame) -> dict[str, tuple[BadRows | None, Observed | None, int | None]] | None:
+        """Each group of tables (``_groups``) converted and staged by one job: the rows of a table alone
+        by Iceberg's writer, of several by ``fan_out``. Returns what each table's write observes (its
+        bad rows, its new fields, its bit in TABLES); None when only inference tells what a one pass's
+        records need."""
+        c, cycle = self.config, one.cycle
+        checks: dict[str, tuple[BadRows | None, Observed | None, int | None]] = {}
+        for names in groups:
+            states = [ready[n][0] for n in names]
+            records = (route.records_for(c, good, names[0]) if len(names) == 1
+                       else good.withColumn(TABLES, route.table_bits(c, names)).where(F.col(TABLES) != 0))
+            converted = self._convert(one, states, ready[names[0]][1], records)
+            if converted is None:
+                return None
+            rows, checked, fields = converted
+            if len(names) == 1:
+                cycle.tables[names[0]] = TableWrite(states[0], rows, self._stage(one, states[0], rows))
+                checks[names[0]] = (checked, fields, None)
+                continue
+            for i, (name, staged) in enumerate(zip(names, self._stage_tables(one, states, rows), strict=True)):
+                mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).drop(TABLES)
+                cycle.tables[name] = TableWrite(states[i], mine, staged)
+                checks[name] = (checked, fields, 1 << i)
+        return checks
 
-        In ``one_pass`` the table is not evolved: the write observes whether any record has a field
-        the table lacks (``new_fields``), and the cycle takes two passes if one did; None when only
-        inference tells (the one pass cannot stand). ``others``: tables of the same columns whose rows
-        these are too (a fanned-out one pass: ``records`` carry their TABLES)."""
+    def _ready(self, state: TableState, records: DataFrame | None,
+               load: Callable[[str], TableState]) -> tuple[TableState, T.StructType]:
+        """The table, fit for the sink's rows, and its columns: created from ``records`` when missing, the
+        sink's properties on it, and evolved for them (two passes; a one pass, ``records`` None, observes
+        new fields on its write instead)."""
         c = self.config
         if not state.exists:
             if not c.auto_create:
                 raise TableMissing(f"table {state.name} does not exist and {keys.TABLES_AUTO_CREATE_ENABLED} is "
                                    f"false (sink {c.name})", sink=c.name, table=state.name)
+            assert records is not None  # a one pass's tables are there
             auto_create(self.spark, c, state.name, records)
             state = load(state.name)
             if not state.exists:
                 raise TableMissing(f"table {state.name} was not found after creating it", sink=c.name,
                                    table=state.name)
         assert state.table is not None
-        for table in (state, *others):
-            assert table.table is not None
-            ensure_properties(table.table, {**(ROW_LEVEL_PROPS if c.row_level else {}),
-                                            SETTINGS_PREFIX + c.name: self._shareable})
+        ensure_properties(state.table, {**(ROW_LEVEL_PROPS if c.row_level else {}),
+                                        SETTINGS_PREFIX + c.name: self._shareable})
         if c.row_level and state.table.format_version < 2:
             raise TableUnfit(keys.TABLES_UPSERT_MODE_ENABLED if c.upsert_mode else keys.TABLES_CDC_FIELD,
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
@@ -363,23 +368,33 @@ class Worker:
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
             raise TableUnfit(keys.VARIANT_VALUE, f"table {state.name} has no VARIANT column {whole} "
                              f"(columns: {', '.join(schema.fieldNames())})", table=state.name, sink=c.name)
-        fields: Observed | None = None
         # A whole value in one VARIANT has no fields to evolve: that is the point of it.
-        if c.evolve_schema and not whole and one_pass:
+        if records is not None and c.evolve_schema and not whole and evolve(
+                self.spark, c.catalog_name, state.name, schema, records, c.typed_values,
+                c.schema_case_insensitive, c.schema_force_optional, c.variant_columns):
+            return load(state.name), self.spark.table(target).schema
+        return state, schema
+
+    def _convert(self, one: Pass, states: list[TableState], schema: T.StructType, records: DataFrame
+                 ) -> tuple[DataFrame, BadRows | None, Observed | None] | None:
+        """The good rows of ``states`` (tables of ``schema``; several: ``records`` carry their TABLES) from
+        their records. Bad rows of a row-level table are handled here; an append's are counted by its
+        write (``BadRows``). A one pass observes on the write whether any record has a field the table
+        lacks (``new_fields``), and the cycle takes two passes if one did; None when only inference
+        tells (the one pass cannot stand)."""
+        c, state = self.config, states[0]
+        whole = c.variant_value
+        fields: Observed | None = None
+        if c.evolve_schema and not whole and one.cycle.passes == 1:
             flag = new_field(schema, c.schema_case_insensitive)
             if flag is None:
                 return None
             fields = Observed(records, F.max(flag.cast("int")).alias("new_fields"))
             records = fields.df
-        elif c.evolve_schema and not whole and evolve(
-                self.spark, c.catalog_name, state.name, schema, records, c.typed_values,
-                c.schema_case_insensitive, c.schema_force_optional, c.variant_columns):
-            schema = self.spark.table(target).schema
-            state = load(state.name)
         key = (schema.json(), c.schema_case_insensitive, whole)
         if key not in self._row_columns:
             self._row_columns[key] = row_columns(schema, c.schema_case_insensitive, whole)
-        keep = (TABLES,) if others else ()
+        keep = (TABLES,) if len(states) > 1 else ()
         rows = to_rows(records, schema, c.schema_case_insensitive, whole, self._row_columns[key], keep=keep)
         checked: BadRows | None = None
         if c.row_level:
@@ -392,8 +407,7 @@ class Worker:
         else:
             checked = BadRows(rows, dead_letters.observed(c.errors_tolerance, *keep))
             rows = checked.df
-        return (state, rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP, *keep), checked,
-                fields)
+        return rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP, *keep), checked, fields
 
     @staticmethod
     def _unsuperseded(letters: DataFrame, rows: DataFrame, ids: list[str]) -> DataFrame:
