@@ -1,19 +1,19 @@
-"""Shapes of a fan-out cycle's Spark work against one table's, on one warm JVM (#41, item 4).
+"""Shapes of a fan-out cycle's write against one table's, on one warm JVM (#41, #59).
 
 Pizzas routed on ``sauce`` to three tables of one schema (``bench/warm_cycles.py``'s fan-out,
-``harness.shape_config``), each table's rows computed and handed to Spark's ``noop`` sink (every row
-computed, nothing written), so the figures are the read, the conversion and the cache, not Parquet or
-Iceberg:
+``harness.shape_config``), each shape reading the same Kafka ranges, converting the records and writing
+every table's data files for real (nothing committed):
 
-- ``cached_prepared``: what the sink does: the prepared records (JSON text, route) cached, then each
-  table parses its own records into its columns;
-- ``checkpointed_prepared``: the same records kept as a lazy local checkpoint (filled by the first
-  table's job) instead of Spark's columnar cache;
-- ``typed_cache``: each record parsed once into the tables' shared columns, those rows cached, each
-  table a filter of them by its route (taken from the parsed ``sauce``);
-- ``one_table``: the same records, one table, no cache: the baseline.
+- ``one_job``: what the sink does (``sinklab.sink.tables.fan_out``): every record converted once, the
+  three tables' rows written by one Spark job whose tasks hand Arrow batches to pyiceberg's writer;
+- ``job_per_table``: what it did before: the prepared records cached, then one job per table that
+  parses its records and writes them with Iceberg's Spark writer;
+- ``union_cached``: the three tables' rows as a union of three plans over the cached records, written
+  by ``fan_out`` in one job;
+- ``one_table``: the same records into one table with Iceberg's Spark writer: the baseline;
+- ``one_table_fan_writer``: the same with ``fan_out``'s writer (why one table stays on Iceberg's).
 
-    python bench/fan_shapes.py [--records 300000] [--rounds 3]
+    python bench/fan_shapes.py [--records 300000] [--rounds 3] [--only one_job,one_table]
 
 Prints one JSON line: each shape's seconds per round (after one untimed round of each).
 """
@@ -24,6 +24,8 @@ import argparse
 import json
 import tempfile
 import time
+import uuid
+from functools import reduce
 from pathlib import Path
 
 from confluent_kafka import Consumer
@@ -35,7 +37,10 @@ from pyspark.sql import functions as F
 
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, load_config
-from sinklab.sink.records import ERROR, ROUTE, preparation, read_ranges, route, to_rows, with_payload
+from sinklab.sink.records import ERROR, preparation, read_ranges, route, to_rows, with_payload
+from sinklab.sink.records.columns import TABLES
+from sinklab.sink.tables import load_state, write_files
+from sinklab.sink.tables.fan_out import write_appends
 from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 from sinklab.stack.spark import SINK_SESSION_CONF
@@ -47,29 +52,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", help="the shapes to run, comma-separated (default: all)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, Stack.embedded(Path(tmp) / "stack") as stack:
         topic = "fan"
         stack.create_topic(topic, partitions=PARTITIONS)
-        settings = shape_config("fan", topic)
-        config = load_config({"name": settings.pop("name"), "config": settings})
+        configs = []
+        for shape in ("fan", "one"):
+            settings = shape_config(shape, topic)
+            configs.append(load_config({"name": settings.pop("name"), "config": settings}))
+        fan, one = configs
         PizzaGenerator(seed=1).produce(stack, topic, count=5000, partitions=PARTITIONS, create_topics=False).wait()
-        sink = IcebergSink(stack, config)
-        try:
-            sink.run_once()  # creates the tables from the first records
-        finally:
-            sink.stop()
+        for config in configs:
+            sink = IcebergSink(stack, config)
+            try:
+                sink.run_once()  # creates the tables from the first records
+            finally:
+                sink.stop()
         PizzaGenerator(seed=2).produce(stack, topic, count=args.records, partitions=PARTITIONS,
                                        create_topics=False).wait()
         spark = stack.spark.newSession()
         for key, value in SINK_SESSION_CONF.items():
             spark.conf.set(key, value)
-        schema = spark.table(f"sinklab.{config.tables[0]}").schema
+        schema = spark.table(f"sinklab.{fan.tables[0]}").schema
+        columns = schema.fieldNames()
         probe = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": "fan-shapes-probe"})
         ranges = [OffsetRange(topic, p, *probe.get_watermark_offsets(KafkaPartition(topic, p), timeout=10))
                   for p in range(PARTITIONS)]
         probe.close()
         kafka = stack.kafka_config()
+        jvm = spark._jvm  # type: ignore[attr-defined]
+
+        def state(name: str):  # noqa: ANN202 - a TableState
+            return load_state(stack.catalog, name, "main", "sinklab")
+
+        fan_states = [state(t) for t in fan.tables]
+        one_states = [state(t) for t in one.tables]
 
         def good(route_field: str | None, check_objects: bool | Column,
                  cached: bool = False) -> tuple[DataFrame, DataFrame]:
@@ -78,40 +96,48 @@ def main() -> None:
                 read_ranges(spark, kafka, ranges))
             return prepared, with_payload(prepared).where(F.col("value").isNotNull() & F.col(ERROR).isNull())
 
-        def noop(df: DataFrame) -> None:
-            df.where(F.col(ERROR).isNull()).write.format("noop").mode("overwrite").save()
+        def rows_of(records: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+            return to_rows(records, schema, keep=keep).where(F.col(ERROR).isNull()).select(*columns, *keep)
 
-        def cached_prepared() -> None:
-            prepared, records = good(config.route_field, route.to_one_table(config), cached=True)
+        def iceberg_write(table: str, rows: DataFrame) -> None:
+            loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                spark._jsparkSession, f"sinklab.{table}")  # type: ignore[attr-defined]
+            write_files(spark, loaded, rows, f"bench-{uuid.uuid4()}")
+
+        def fan_write(rows: DataFrame, states: list) -> None:  # noqa: ANN001
+            write_appends(rows, [(s, {}) for s in states])
+
+        def one_job() -> None:
+            _, records = good(fan.route_field, route.to_one_table(fan))
+            fan_write(rows_of(records.withColumn(TABLES, route.table_bits(fan, fan.tables)), (TABLES,)), fan_states)
+
+        def job_per_table() -> None:
+            prepared, records = good(fan.route_field, route.to_one_table(fan), cached=True)
             prepared.persist(StorageLevel.MEMORY_AND_DISK)
-            for table in config.tables:
-                noop(to_rows(route.records_for(config, records, table), schema))
+            for table in fan.tables:
+                iceberg_write(table, rows_of(route.records_for(fan, records, table)))
             prepared.unpersist()
 
-        def checkpointed_prepared() -> None:
-            prepared, _ = good(config.route_field, route.to_one_table(config), cached=True)
-            kept = prepared.localCheckpoint(eager=False)
-            records = with_payload(kept).where(F.col("value").isNotNull() & F.col(ERROR).isNull())
-            for table in config.tables:
-                noop(to_rows(route.records_for(config, records, table), schema))
-            kept.unpersist()
-
-        def typed_cache() -> None:
-            _, records = good(None, False)
-            assert config.route_field
-            rows = to_rows(records, schema).withColumn(ROUTE, F.col(config.route_field))
-            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-            for table in config.tables:
-                noop(route.records_for(config, rows, table))
-            rows.unpersist()
+        def union_cached() -> None:
+            prepared, records = good(fan.route_field, route.to_one_table(fan), cached=True)
+            prepared.persist(StorageLevel.MEMORY_AND_DISK)
+            parts = [rows_of(route.records_for(fan, records, t)).withColumn(TABLES, F.lit(1 << i).cast("long"))
+                     for i, t in enumerate(fan.tables)]
+            fan_write(reduce(DataFrame.union, parts), fan_states)
+            prepared.unpersist()
 
         def one_table() -> None:
             _, records = good(None, False)
-            noop(to_rows(records, schema))
+            iceberg_write(one.tables[0], rows_of(records))
 
-        shapes = {"cached_prepared": cached_prepared, "checkpointed_prepared": checkpointed_prepared,
-                  "typed_cache": typed_cache,
-                  "one_table": one_table}
+        def one_table_fan_writer() -> None:
+            _, records = good(None, False)
+            fan_write(rows_of(records).withColumn(TABLES, F.lit(1).cast("long")), one_states)
+
+        shapes = {"one_job": one_job, "job_per_table": job_per_table, "union_cached": union_cached,
+                  "one_table": one_table, "one_table_fan_writer": one_table_fan_writer}
+        if args.only:
+            shapes = {name: shapes[name] for name in args.only.split(",")}
         for run in shapes.values():
             run()
         seconds: dict[str, list[float]] = {name: [] for name in shapes}
