@@ -37,10 +37,8 @@ from pyspark.sql import functions as F
 
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, load_config
-from sinklab.sink.records import ERROR, preparation, read_ranges, route, to_rows, with_payload
-from sinklab.sink.records.columns import TABLES
-from sinklab.sink.tables import load_state, write_files
-from sinklab.sink.tables.fan_out import write_appends
+from sinklab.sink.records import ERROR, TABLES, preparation, read_ranges, route, to_rows, with_payload
+from sinklab.sink.tables import fan_out, load_state, write_files
 from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
 from sinklab.stack.spark import SINK_SESSION_CONF
@@ -105,7 +103,7 @@ def main() -> None:
             write_files(spark, loaded, rows, f"bench-{uuid.uuid4()}")
 
         def fan_write(rows: DataFrame, states: list) -> None:  # noqa: ANN001
-            write_appends(rows, [(s, {}) for s in states])
+            fan_out.write_appends(rows, [(s, {}) for s in states])
 
         def one_job() -> None:
             _, records = good(fan.route_field, route.to_one_table(fan))
