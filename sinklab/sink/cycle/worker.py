@@ -81,6 +81,7 @@ class Worker:
         self.catalog = catalog
         self.kafka_conf = kafka_conf
         self._row_columns: dict[tuple[str, bool, str | None], RowColumns] = {}  # by table schema
+        self._spark_schemas: dict[tuple[str, int], T.StructType] = {}  # by (table uuid, schema id)
         self._preparations: dict[tuple[bool, bool | None], Preparation] = {}  # by (cached, check_objects)
         self._shareable = (settings or config).shareable()
         self.framed = framed.decoder(config.value_registry, "value")
@@ -172,7 +173,8 @@ class Worker:
         # records, the first caches them for the others: reading and preparing them once per job cost
         # 2.3x (measured, 3 tables). A table whose route takes nothing is left out: its write would be a
         # plan Spark optimizes away, and that empties the cycle's observation too, which is in the plan.
-        groups = self._groups([n for n in configured if not route.takes_nothing(c, n)], configured)
+        ready = {n: self._ready(s, None, load) for n, s in configured.items() if not route.takes_nothing(c, n)}
+        groups = self._groups(ready)
         fanned_out = len(configured) > 1
         # A table's rows parse each value once into its columns, and that parse finds the values that are
         # no JSON object too: prepare need not parse them first (bench/README.md, "One parse"), unless a
@@ -187,7 +189,6 @@ class Worker:
         records = with_payload(stats.df).where(F.col("value").isNotNull())
         good = records.where(F.col(ERROR).isNull())
         one = Pass(cycle)
-        ready = {n: self._ready(configured[n], None, load) for names in groups for n in names}
         checks = self._write(one, groups, ready, good)
         if checks is None:  # only inference tells what its records need
             return self._abandon(cycle)
@@ -215,16 +216,15 @@ class Worker:
             self.letters.bad_rows(one, name, checked, bit)
         return True
 
-    def _groups(self, names: list[str], tables: dict[str, TableState]) -> list[list[str]]:
-        """``names`` in their order, those that ``fan_out`` writes together (the same columns) in one list,
-        every other alone."""
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
-
+    def _groups(self, tables: dict[str, tuple[TableState, T.StructType]]) -> list[list[str]]:
+        """The ``tables`` (ready: with their Spark columns) in their order, those that ``fan_out`` writes
+        together (the same columns) in one list, every other alone."""
         together: dict[str, list[str]] = {}
-        for name in names:
-            state = tables[name]
-            fits = not self.config.row_level and state.table is not None and fan_out.writable(state.table)
-            key = str(schema_to_pyarrow(state.table.schema(), include_field_ids=False)) if fits else name
+        for name, (state, schema) in tables.items():
+            # pyiceberg shows a VARIANT column as binary (``stack.catalog_client``): Spark's columns tell.
+            fits = (not self.config.row_level and state.table is not None and fan_out.writable(state.table)
+                    and not _has_variant(schema))
+            key = schema.json() if fits else name
             group = together.setdefault(key, [])
             if len(group) == route.MAX_TABLE_BITS:
                 group = together[f"{key}{name}"] = []
@@ -265,7 +265,7 @@ class Worker:
         two = Pass(cycle)
         ready = {name: self._ready(state, route.records_for(self.config, good, name), load)
                  for name, state in self._destinations(cycle, good, configured, load).items()}
-        checks = self._write(two, self._groups(list(ready), {n: r[0] for n, r in ready.items()}), ready, good)
+        checks = self._write(two, self._groups(ready), ready, good)
         assert checks is not None  # only one pass stops short
         for name, (checked, _, bit) in checks.items():
             self.letters.bad_rows(two, name, checked, bit)
@@ -362,8 +362,7 @@ class Worker:
                              f"table {state.name}: upsert/CDC writes row-level deletes, which need Iceberg format "
                              f"version 2 (it is {state.table.format_version}); upgrade it with ALTER TABLE ... SET "
                              f"TBLPROPERTIES ('format-version'='2')", table=state.name, sink=c.name)
-        target = f"{c.catalog_name}.{quote(state.name)}"
-        schema = self.spark.table(target).schema
+        schema = self._spark_schema(state)
         whole = c.variant_value
         if whole and not isinstance(schema[whole].dataType if whole in schema.fieldNames() else None, T.VariantType):
             raise TableUnfit(keys.VARIANT_VALUE, f"table {state.name} has no VARIANT column {whole} "
@@ -372,8 +371,22 @@ class Worker:
         if records is not None and c.evolve_schema and not whole and evolve(
                 self.spark, c.catalog_name, state.name, schema, records, c.typed_values,
                 c.schema_case_insensitive, c.schema_force_optional, c.variant_columns):
-            return load(state.name), self.spark.table(target).schema
+            state = load(state.name)
+            return state, self._spark_schema(state)
         return state, schema
+
+    def _spark_schema(self, state: TableState) -> T.StructType:
+        """The table's columns as Spark gives them, asked once per table schema (an Iceberg schema id never
+        changes what it names): asking loads the whole table again, whose metadata grows with its history
+        (bench/README.md, "Cost as the work grows")."""
+        assert state.table is not None
+        metadata = state.table.metadata
+        key = (str(metadata.table_uuid), metadata.current_schema_id)
+        schema = self._spark_schemas.get(key)
+        if schema is None:
+            schema = self._spark_schemas[key] = self.spark.table(
+                f"{self.config.catalog_name}.{quote(state.name)}").schema
+        return schema
 
     def _convert(self, one: Pass, states: list[TableState], schema: T.StructType, records: DataFrame
                  ) -> tuple[DataFrame, BadRows | None, Observed | None] | None:
@@ -485,3 +498,14 @@ class Worker:
         if cycle.replay:
             return None if replay_landed(state, cycle.replay.marker) else True
         return unrecorded(state.offsets, cycle.plan.ranges)
+
+
+
+def _has_variant(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.StructType):
+        return any(_has_variant(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, T.ArrayType):
+        return _has_variant(dtype.elementType)
+    if isinstance(dtype, T.MapType):
+        return _has_variant(dtype.keyType) or _has_variant(dtype.valueType)
+    return isinstance(dtype, T.VariantType)
