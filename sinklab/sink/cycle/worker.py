@@ -500,8 +500,8 @@ class Worker:
         return unrecorded(state.offsets, cycle.plan.ranges)
 
 
-
 def _has_variant(dtype: T.DataType) -> bool:
+    """Whether ``dtype`` holds a VARIANT, at any depth."""
     if isinstance(dtype, T.StructType):
         return any(_has_variant(f.dataType) for f in dtype.fields)
     if isinstance(dtype, T.ArrayType):
