@@ -31,6 +31,10 @@ _TRANSIENT_JAVA = re.compile(
     r"|ApiCallAttemptTimeoutException)"
     r"|S3Exception: .*Status Code: 5\d\d")
 _OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError|SparkOutOfMemoryError")
+# The same from Python code Spark's tasks run (a fan-out's pyiceberg writer: pyarrow raises OSError for
+# the object store's errors), as the last line of the worker's traceback in a PythonException.
+_TRANSIENT_PYTHON = re.compile(r"^(OSError|ConnectionError|ConnectionResetError|ConnectionRefusedError|TimeoutError"
+                               r"|BrokenPipeError): ", re.MULTILINE)
 
 
 def text_of(exc: BaseException) -> str:
@@ -38,7 +42,9 @@ def text_of(exc: BaseException) -> str:
     try:
         return str(exc)
     except Exception:  # noqa: BLE001 - py4j's own failure to reach the JVM
-        return "(its text died with Spark's driver JVM)"
+        # PySpark's converted exceptions keep the message they were made with.
+        desc = getattr(exc, "_desc", None)
+        return desc if isinstance(desc, str) else "(its text died with Spark's driver JVM)"
 
 
 def _java_text(exc: BaseException) -> str | None:
@@ -108,7 +114,8 @@ def transient(exc: BaseException) -> bool:
             return not (hasattr(err, "fatal") and err.fatal())
         text = _java_text(current)
         if text is not None:
-            return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text))
+            return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text)
+                                                             or _TRANSIENT_PYTHON.search(text))
     return False
 
 

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 from helpers import sink_config
 from py4j.protocol import Py4JJavaError
 from pyiceberg.exceptions import CommitStateUnknownException, NoSuchTableError, ServiceUnavailableError
+from pyspark.errors import PythonException
 
 from sinklab.exceptions import CycleTooLarge, KafkaUnavailable, SinkFenced, StuckCall
 from sinklab.retry import out_of_memory, transient
@@ -34,6 +35,17 @@ class JavaError(Py4JJavaError):
         return self.text
 
 
+class PythonError(PythonException):
+    """What PySpark raises for a task's Python failure; its text kept as made (``str`` asks the JVM)."""
+
+    def __init__(self, text: str):
+        Exception.__init__(self, text)
+        self._desc = text
+
+    def __str__(self) -> str:
+        raise RuntimeError("no JVM to ask")
+
+
 @pytest.mark.parametrize("exc", [
     KafkaUnavailable("broker away"),
     requests.ConnectionError("refused"),
@@ -45,6 +57,8 @@ class JavaError(Py4JJavaError):
     JavaError("software.amazon.awssdk.services.s3.model.S3Exception: slow down (Service: S3, Status Code: 503)"),
     JavaError("org.apache.iceberg.exceptions.ServiceFailureException: Server error: 500"),
     OSError("AWS Error NETWORK_CONNECTION during PutObject"),
+    PythonError("  File \"fan_out.py\", line 128, in _write_task\nOSError: When initiating multiple part upload "
+                "for key 'warehouse/a/data/00000-0-x.parquet': AWS Error SERVICE_UNAVAILABLE (HTTP status 503)"),
 ], ids=lambda e: type(e).__name__)
 def test_services_away_for_now_are_transient(exc: BaseException) -> None:
     assert transient(exc)
@@ -61,6 +75,7 @@ def test_services_away_for_now_are_transient(exc: BaseException) -> None:
     JavaError("software.amazon.awssdk.services.s3.model.S3Exception: denied (Service: S3, Status Code: 403)"),
     FileNotFoundError("manifest gone"),
     TypeError("a bug"),
+    PythonError("  File \"fan_out.py\", line 128, in _write_task\nValueError: Could not find field with name: a"),
 ], ids=lambda e: type(e).__name__)
 def test_what_would_fail_again_is_not(exc: BaseException) -> None:
     assert not transient(exc)
