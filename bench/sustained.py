@@ -410,22 +410,28 @@ def round_rate(rate: float) -> float:
 def next_rate(probes: list[Probe], top: float) -> float | None:
     """The next rate to try; None once found to within 10%, or when the highest rate that may be tried held.
 
-    - Every rate so far held: ``top``, so that a search ends bracketed (a rate that held and one that did
-      not) by its second window, or with the producer as the bound; doubling from a drain's rate ended
-      ``--quick``'s three windows with every rate held, a lower bound no ratio can be read from.
+    - Every rate so far held: 4x the highest, at most ``top``, so that a search ends bracketed (a rate
+      that held and one that did not) early. Doubling from a drain's rate ended ``--quick``'s three
+      windows with every rate held; ``top`` itself (0.9x the producer's ceiling, 0.8-1.2M/s on
+      2026-11-29) flooded a sink with 15-22M records, in whose window it committed nothing to learn from.
     - None held yet: 0.9 x what the lowest failure committed per second (the sink's throughput while it
       could not keep up), at most 0.8 x and at least a quarter of that failure's rate.
-    - Otherwise the geometric middle of the highest success and the lowest failure above it: a bisection.
+    - Otherwise 0.9 x what the lowest failure above the highest success committed per second, when that
+      falls inside the bracket (more than 10% from either end): the sink's own measure of what it
+      carries; else the geometric middle of the two: a bisection.
     """
     lo = max((p.rate for p in probes if p.passed), default=None)
     above = [p for p in probes if not p.passed and (lo is None or p.rate > lo)]
     if not above:
         assert lo is not None
-        return None if lo >= top * 0.99 else round_rate(top)
+        return None if lo >= top * 0.99 else round_rate(min(top, 4 * lo))
     hi = min(above, key=lambda p: p.rate)
     if lo is None:
         return round_rate(max(min(0.9 * hi.committed_rps, 0.8 * hi.rate), hi.rate / 4))
-    return None if hi.rate / lo <= 1.1 else round_rate(math.sqrt(lo * hi.rate))
+    if hi.rate / lo <= 1.1:
+        return None
+    carried = 0.9 * hi.committed_rps
+    return round_rate(carried if lo * 1.1 < carried < hi.rate / 1.1 else math.sqrt(lo * hi.rate))
 
 
 def sustained_rate(stack: Stack, sink: RateSink, contract: Contract, payloads: Payloads, seed: float, top: float,
