@@ -221,9 +221,7 @@ class Worker:
         together (the same columns) in one list, every other alone."""
         together: dict[str, list[str]] = {}
         for name, (state, schema) in tables.items():
-            # pyiceberg shows a VARIANT column as binary (``stack.catalog_client``): Spark's columns tell.
-            fits = (not self.config.row_level and state.table is not None and fan_out.writable(state.table)
-                    and not _has_variant(schema))
+            fits = not self.config.row_level and state.table is not None and fan_out.writable(state.table, schema)
             key = schema.json() if fits else name
             group = together.setdefault(key, [])
             if len(group) == route.MAX_TABLE_BITS:
@@ -498,14 +496,3 @@ class Worker:
         if cycle.replay:
             return None if replay_landed(state, cycle.replay.marker) else True
         return unrecorded(state.offsets, cycle.plan.ranges)
-
-
-def _has_variant(dtype: T.DataType) -> bool:
-    """Whether ``dtype`` holds a VARIANT, at any depth."""
-    if isinstance(dtype, T.StructType):
-        return any(_has_variant(f.dataType) for f in dtype.fields)
-    if isinstance(dtype, T.ArrayType):
-        return _has_variant(dtype.elementType)
-    if isinstance(dtype, T.MapType):
-        return _has_variant(dtype.keyType) or _has_variant(dtype.valueType)
-    return isinstance(dtype, T.VariantType)

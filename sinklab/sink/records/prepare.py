@@ -106,6 +106,7 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
     value. A condition over ROUTE (a record goes to exactly one table) leaves it to the parse of that
     table's rows only for the records it holds; the others are checked here.
     """
+    once = bool(route_field) and not cached
     extra: list[Column] = []
     key_text, key_error = utf8_text(F.col("key")), None
     if framed_key is not None:
@@ -120,7 +121,7 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
         payload, schema, shape, schema_id = framed.columns()
         extra.append(schema_id.alias(SCHEMA_ID))
         return replace(_finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, False,
-                               extra, key_text, key_error), once=bool(route_field) and not cached)
+                               extra, key_text, key_error), once=once)
     text = utf8_text(F.col("value"))
     undecodable = F.col("value").isNotNull() & text.isNull()
     if schemas_enable:
@@ -144,7 +145,6 @@ def preparation(schemas_enable: bool, transforms: list[Transform], route_field: 
     as_came = cached and not schemas_enable and not transforms and tombstone_ids is None
     finished = _finish(payload, schema, shape, transforms, route_field, cdc_field, tombstone_ids, as_came, extra,
                        key_text, key_error)
-    once = bool(route_field) and not cached
     if schemas_enable or isinstance(check_objects, bool):
         return replace(finished, once=once)
     last = F.coalesce(F.col(ERROR), F.when(F.col("value").isNotNull() & ~check_objects, not_an_object(text)))

@@ -7,8 +7,9 @@ rows of tables that share their columns carry their tables as bits (``route.tabl
 them to Python workers as Arrow batches (``mapInArrow``), and each task writes every table's part of its
 records with pyiceberg's writer (the table's partitioning, file size, Parquet settings, metrics and field
 ids). The files come back to the driver, which stages each table's snapshot as ``write.append_rows``
-does; publishing is unchanged. One table alone stays on Iceberg's Spark writer, which is faster for it
-(bench/README.md, "Fan-out in one job").
+does; publishing is unchanged. One table alone stays on Iceberg's Spark writer: the two tie for it, and
+Iceberg's writes every type and sort order and needs no Python on a cluster's executors (bench/README.md,
+"Fan-out in one job").
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from pyiceberg.types import (
     TimestampType,
     TimestamptzType,
 )
+from pyspark.sql import types as T
 
 from sinklab.sink.records.columns import TABLES
-from sinklab.sink.tables.write import Staged, stage_append
+from sinklab.sink.tables.write import Staged, stage_append, staged_append
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,12 +58,24 @@ _PLAIN = (BooleanType, IntegerType, LongType, FloatType, DoubleType, DecimalType
 _FILES = "file"
 
 
-def writable(table: Table) -> bool:
-    """Whether this writer writes ``table`` as Iceberg's Spark writer would: Parquet, no sort order
-    (Iceberg's writer sorts each task's rows by it), columns of plain types."""
+def writable(table: Table, columns: T.StructType) -> bool:
+    """Whether this writer writes ``table`` (whose Spark ``columns`` these are) as Iceberg's Spark writer
+    would: Parquet, no sort order (Iceberg's writer sorts each task's rows by it), columns of plain types.
+    pyiceberg shows a VARIANT column as binary (``stack.catalog_client``): Spark's columns tell."""
     metadata = table.metadata
     return (metadata.properties.get("write.format.default", "parquet").lower() == "parquet"
-            and metadata.sort_order().is_unsorted and all(_plain(f.field_type) for f in table.schema().fields))
+            and metadata.sort_order().is_unsorted and all(_plain(f.field_type) for f in table.schema().fields)
+            and not _has_variant(columns))
+
+
+def _has_variant(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.StructType):
+        return any(_has_variant(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, T.ArrayType):
+        return _has_variant(dtype.elementType)
+    if isinstance(dtype, T.MapType):
+        return _has_variant(dtype.keyType) or _has_variant(dtype.valueType)
+    return isinstance(dtype, T.VariantType)
 
 
 def _plain(field_type: IcebergType) -> bool:
@@ -95,10 +109,7 @@ def write_appends(rows: DataFrame, tables: list[tuple[TableState, dict[str, str]
             continue
         assert state.table is not None
         snapshot, added = stage_append(state.table, state.branch, properties, lambda _m, _u, w=written: w)
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        staged.append(Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
-                             int(summary.get("added-files-size", 0)), [f.file_path for f in added], [], write_ms,
-                             loaded=state.table, snapshot=snapshot))
+        staged.append(staged_append(state.name, snapshot, [f.file_path for f in added], write_ms, loaded=state.table))
     return staged
 
 

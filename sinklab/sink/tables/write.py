@@ -94,10 +94,15 @@ def write_append(spark: SparkSession, catalog_name: str, state: TableState, rows
     for key, value in properties.items():
         append.set(key, value)
     snapshot = Snapshot.model_validate_json(jvm.org.apache.iceberg.SnapshotParser.toJson(append.apply()))
+    return staged_append(state.name, snapshot, [f.location() for f in files], int((time.monotonic() - started) * 1000))
+
+
+def staged_append(table: str, snapshot: Snapshot, data_files: list[str], write_ms: int,
+                  loaded: Table | None = None) -> Staged:
+    """An append's part of a cycle: its uncommitted ``snapshot``, which adds ``data_files``."""
     summary = snapshot.summary.additional_properties if snapshot.summary else {}
-    return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
-                  int(summary.get("added-files-size", 0)), [f.location() for f in files], [],
-                  int((time.monotonic() - started) * 1000), snapshot=snapshot)
+    return Staged(table, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
+                  int(summary.get("added-files-size", 0)), data_files, [], write_ms, loaded=loaded, snapshot=snapshot)
 
 
 def append_rows(state: TableState, rows: pa.Table, properties: dict[str, str]) -> Staged:
@@ -113,10 +118,8 @@ def append_rows(state: TableState, rows: pa.Table, properties: dict[str, str]) -
     io = state.table.io
     snapshot, files = stage_append(state.table, state.branch, properties,
                                    lambda metadata, uuid: _dataframe_to_data_files(metadata, rows, io, uuid))
-    summary = snapshot.summary.additional_properties if snapshot.summary else {}
-    return Staged(state.name, None, snapshot.snapshot_id, int(summary.get("added-records", 0)),
-                  int(summary.get("added-files-size", 0)), [f.file_path for f in files], [],
-                  int((time.monotonic() - started) * 1000), loaded=state.table, snapshot=snapshot)
+    return staged_append(state.name, snapshot, [f.file_path for f in files], int((time.monotonic() - started) * 1000),
+                         loaded=state.table)
 
 
 def stage_append(table: Table, branch: str, properties: dict[str, str],
