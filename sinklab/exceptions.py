@@ -75,6 +75,19 @@ class TableUnfit(ConfigError):
         return _rebuild, (type(self), (self.key, self.problem), {"table": self.table, "sink": self.sink})
 
 
+class SecretReferenceError(ConfigError):
+    """A secret's reference (``${env:NAME}``, ``${file:PATH:KEY}``, ...) names nothing: ``key`` is the setting,
+    ``reference`` the reference as written. Never carries what a reference resolved to."""
+
+    def __init__(self, key: str | None, reference: str, problem: str):
+        self.reference = reference
+        super().__init__(key, f"{reference}: {problem}")
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.key, self.reference, self.problem), {})
+
+
 class TransformError(SinklabError, ValueError):
     """A record a transform cannot handle (say, a Debezium envelope without ``op``)."""
 
