@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--schema-registry", action="store_true",
                     help="also start a Confluent-compatible schema registry (Apicurio Registry; for Avro topics); "
                          "its URL goes into stack.json as schema_registry_url")
+    up.add_argument("--secure", action="store_true",
+                    help="Kafka asks every client for a password over TLS (SASL_SSL, SCRAM-SHA-256; the stack makes "
+                         "its CA, certificates and passwords in the workdir); stack.json says how to log in, the "
+                         "password by reference. One Kafka node; a stack started again stays secure")
     up.set_defaults(func=cmd_stack_up)
     down = stack_sub.add_parser("down", help="stop everything `stack up` started")
     down.add_argument("--workdir", required=True)

@@ -21,6 +21,7 @@ EXIT_CHANGES = 4  # `connect diff`: applying the folder would change the server
 EXIT_BAD_RECORD = 5  # a record the sink cannot write, with errors.tolerance=none: nothing was committed
 EXIT_FENCED = 6  # a newer instance of the sink took over
 EXIT_UNAVAILABLE = 7  # a service was away or too slow (Kafka, the catalog, storage): run again later
+EXIT_DENIED = 8  # a service refused sinklab's login, certificate or access: fix the credentials or the grants
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -33,6 +34,8 @@ EXIT_CODES = {
     EXIT_BAD_RECORD: "a record the sink cannot write (errors.tolerance=none); nothing of its cycle was committed",
     EXIT_FENCED: "a newer instance of the sink took over",
     EXIT_UNAVAILABLE: "Kafka, the catalog or storage was away or too slow; run again later",
+    EXIT_DENIED: "Kafka, the catalog or the Connect API refused the login, the certificate or the access (a topic, "
+                 "a group); nothing was committed: fix the credentials or the grants and run again",
     EXIT_INTERRUPTED: "interrupted",
 }
 
@@ -167,6 +170,28 @@ class SinkFenced(SinkError):
     """A newer instance of the same sink took over; this one must stop."""
 
     exit_code = EXIT_FENCED
+
+
+class AccessDenied(SinklabError, RuntimeError):  # noqa: N818 - reads better at the raise sites
+    """A service refused sinklab: its login (a wrong password, an expired token), its connection (a
+    certificate not trusted, TLS where the client spoke none) or its access (no ACL for a topic, a group, a
+    transactional id). Fields: ``service`` (``kafka``, ``catalog``, ``connect``), ``address``, ``refused``
+    (what was: ``login``, ``tls``, ``topic``, ``group``, ``transactional-id``, ``cluster``), ``resource`` (the
+    topic's or group's name, where one was refused) and ``sink``. Never carries a secret. Not tried again:
+    the same credentials would be refused again."""
+
+    exit_code = EXIT_DENIED
+
+    def __init__(self, service: str, address: str, refused: str, detail: str, *, resource: str | None = None,
+                 sink: str | None = None):
+        self.service, self.address, self.refused, self.resource, self.sink = service, address, refused, resource, sink
+        self.detail = detail
+        what = f"{refused} {resource}" if resource else refused
+        super().__init__(f"{service} at {address} refused {what}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), (self.service, self.address, self.refused, self.detail),
+                          {"resource": self.resource, "sink": self.sink})
 
 
 class KafkaUnavailable(SinkError):

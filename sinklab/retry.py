@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from sinklab.exceptions import (
+    AccessDenied,
     CommitTimeout,
     CycleTooLarge,
     KafkaUnavailable,
@@ -89,7 +90,8 @@ def out_of_memory(exc: BaseException) -> bool:
 def transient(exc: BaseException) -> bool:
     """Whether a failed cycle is worth trying again as it is: a service it needs was away or slow
     (Kafka Connect retries a task's RetriableException the same way). Bad records, configuration,
-    fencing and a cycle too large for memory are not: trying again would fail again."""
+    fencing, a refusal (credentials, grants) and a cycle too large for memory are not: trying again would
+    fail again."""
     import requests
     from confluent_kafka import KafkaException
     from pyiceberg.exceptions import (
@@ -99,8 +101,10 @@ def transient(exc: BaseException) -> bool:
         ServiceUnavailableError,
     )
 
+    from sinklab.security import refused
+
     for current in _causes(exc):
-        if isinstance(current, (RecordError, TableMissing, SinkFenced, CycleTooLarge)):
+        if isinstance(current, (RecordError, TableMissing, SinkFenced, CycleTooLarge, AccessDenied)):
             return False
         if isinstance(current, (KafkaUnavailable, CommitTimeout, requests.ConnectionError, requests.Timeout,
                                 ServerError, ServiceUnavailableError, CommitStateUnknownException,
@@ -111,7 +115,7 @@ def transient(exc: BaseException) -> bool:
             return True  # pyarrow's S3 and HTTP errors
         if isinstance(current, KafkaException):
             err = current.args[0] if current.args else None
-            return not (hasattr(err, "fatal") and err.fatal())
+            return not (hasattr(err, "fatal") and err.fatal()) and refused(err) is None
         text = _java_text(current)
         if text is not None:
             return not _OUT_OF_MEMORY.search(text) and bool(_TRANSIENT_JAVA.search(text)

@@ -267,6 +267,44 @@ def test_an_answer_that_cannot_be_sent_is_a_500_not_a_dropped_connection() -> No
     assert answer.status_code == 500 and "TypeError" in answer.json()["message"]
 
 
+def test_basic_authentication_and_secrets_as_shown(tmp_path: Path) -> None:
+    """A secure stack's Connect server asks for its login (401 otherwise, as Kafka Connect's basic-auth
+    extension answers), and shows a literal secret as [hidden] and a reference as written, never resolved;
+    ``connect diff`` takes a hidden literal as no change."""
+    FakeSink.built = []
+    herder = Herder(FakeSink, ConnectorStore(tmp_path), FakeOffsets(), "127.0.0.1:8083")
+    herder.start()
+    server = ConnectServer(ConnectApi(herder), port=0, basic_auth=("admin", "pw-81723")).start()
+    secret_ref = "${file:/secrets/kafka.properties:password}"
+    config = connector_config(**{"consumer.override.sasl.password": "literal-secret-4471",
+                                 "consumer.override.ssl.key.password": secret_ref,
+                                 "consumer.override.sasl.username": "sink"})
+    try:
+        for auth in (None, ("admin", "wrong"), ("someone", "pw-81723")):
+            refused = requests.get(f"{server.url}/connectors", timeout=10, auth=auth)
+            assert refused.status_code == 401 and refused.headers["WWW-Authenticate"].startswith("Basic")
+        login = ("admin", "pw-81723")
+        assert requests.put(f"{server.url}/connectors/a/config", json=config, timeout=10, auth=login).ok
+        settle(herder)
+        for answer in (requests.get(f"{server.url}/connectors/a/config", timeout=10, auth=login).json(),
+                       requests.get(f"{server.url}/connectors/a", timeout=10, auth=login).json()["config"],
+                       requests.get(f"{server.url}/connectors?expand=info", timeout=10,
+                                    auth=login).json()["a"]["info"]["config"]):
+            assert answer["consumer.override.sasl.password"] == "[hidden]"
+            assert answer["consumer.override.ssl.key.password"] == secret_ref
+            assert answer["consumer.override.sasl.username"] == "sink"
+        assert FakeSink.built[-1].config.kafka_properties["sasl.password"] == "literal-secret-4471"  # kept, used
+    finally:
+        server.close()
+        herder.close()
+    folder = tmp_path / "connectors"
+    folder.mkdir()
+    (folder / "a.json").write_text(json.dumps({"name": "a", "config": config}))
+    desired = read_folder(folder)
+    shown = {**desired["a"][0], "consumer.override.sasl.password": "[hidden]"}
+    assert plan(desired, {"a": shown})[0].action == "unchanged"
+
+
 def test_apply_plan_from_a_folder(tmp_path: Path) -> None:
     (tmp_path / "pizzas_on_ice.json").write_text(json.dumps(connector_config("pizzas")))  # flat: named by its file
     (tmp_path / "pay.json").write_text(json.dumps({"name": "payments", "config": connector_config("payments")}))

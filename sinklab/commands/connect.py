@@ -10,18 +10,22 @@ from sinklab.exceptions import EXIT_CHANGES, EXIT_OK, CliError
 from sinklab.stack import STACK_FILE, StackInfo
 
 
-def _connect_url(args: argparse.Namespace) -> str:
-    """The Connect server to talk to: --url, else the stack.json's connect_url, else Connect's default."""
-    if args.url:
-        return str(args.url)
+def _connect_url(args: argparse.Namespace) -> tuple[str, tuple[str, str] | None]:
+    """The Connect server to talk to: --url, else the stack.json's connect_url, else Connect's default;
+    and its login, where the stack.json has one."""
     stack_file = args.target_stack or args.stack
+    info = None
     if stack_file:
         path = Path(stack_file)
         info = StackInfo.model_validate_json((path / STACK_FILE if path.is_dir() else path).read_text())
+    auth = info.connect_auth() if info is not None else None
+    if args.url:
+        return str(args.url), auth
+    if info is not None:
         if not info.connect_url:
             raise CliError(f"{stack_file}: the stack runs no Connect server (no connect_url); give --url")
-        return info.connect_url
-    return "http://localhost:8083"
+        return info.connect_url, auth
+    return "http://localhost:8083", None
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
@@ -37,11 +41,11 @@ def cmd_connect(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.connect_command in ("apply", "diff"):
         try:
-            url = _connect_url(args)
+            url, auth = _connect_url(args)
             if args.connect_command == "apply":
-                apply(url, args.dir, prune=args.prune)
+                apply(url, args.dir, prune=args.prune, auth=auth)
                 return 0
-            changes = diff(url, args.dir, prune=args.prune)
+            changes = diff(url, args.dir, prune=args.prune, auth=auth)
         except ApplyError as exc:
             raise CliError(str(exc)) from None
         pending = [c for c in changes if c.changes]

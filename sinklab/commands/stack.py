@@ -41,7 +41,7 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     spark_connect = args.spark_connect or bool(previous and previous.kind == "embedded" and previous.spark_connect_url)
     stack = Stack.embedded(path.parent, storage=args.storage, resume=resume or previous,
                            connect_port=args.connect_port, schema_registry=registry, brokers=args.brokers,
-                           spark="connect" if spark_connect else None)
+                           spark="connect" if spark_connect else None, secure=args.secure or None)
     try:
         stack.write(path)
     except BaseException:
@@ -52,6 +52,10 @@ def cmd_stack_up(args: argparse.Namespace) -> int:
     print(f"stack ready in {time.monotonic() - started:.1f}s ({', '.join(restarted)} started); described in {path}")
     print(f"  bootstrap_servers  {info.bootstrap_servers}" + (f"  ({info.brokers} brokers, every topic on each)"
                                                           if info.brokers > 1 else ""))
+    if info.secure:
+        security = info.kafka_security
+        print(f"  kafka login        {security['security.protocol']} {security['sasl.mechanisms']} as "
+              f"{security['sasl.username']}, password {security['sasl.password']}, CA {security['ssl.ca.location']}")
     print(f"  catalog_uri        {info.catalog_uri}")
     print(f"  warehouse          {info.warehouse}")
     print(f"  connect_url        {info.connect_url}  (Kafka Connect REST API)")

@@ -18,6 +18,7 @@ import requests
 
 from sinklab.connect.herder import normalize, validate
 from sinklab.exceptions import ApplyError, ConfigError, ConnectError
+from sinklab.security import HIDDEN
 from sinklab.sink.config import read_connect_json
 
 TIMEOUT_S = 90  # Kafka Connect's own REST timeout: a DELETE waits for its sink's running cycle
@@ -63,8 +64,9 @@ def plan(desired: dict[str, tuple[dict[str, str], str]], current: dict[str, dict
             changes.append(Change(name, "create", source))
             continue
         old = current[name]
+        # A literal secret is [hidden] in the server's answer: not a change (a reference is shown as it is).
         keys = [(k, old.get(k), config.get(k)) for k in sorted(old.keys() | config.keys())
-                if old.get(k) != config.get(k)]
+                if old.get(k) != config.get(k) and not (old.get(k) == HIDDEN and config.get(k) is not None)]
         changes.append(Change(name, "update" if keys else "unchanged", source, keys))
     for name in sorted(current.keys() - desired.keys()):
         changes.append(Change(name, "delete" if prune else "keep"))
@@ -74,12 +76,13 @@ def plan(desired: dict[str, tuple[dict[str, str], str]], current: dict[str, dict
 class ConnectClient:
     """The few calls ``apply`` makes, with Connect's error body turned into a message."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, auth: tuple[str, str] | None = None):
         self.url = url.rstrip("/")
+        self.auth = auth  # the server's basic-auth login (a secure stack's StackInfo.connect_auth())
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         try:
-            response = requests.request(method, self.url + path, timeout=TIMEOUT_S, **kwargs)
+            response = requests.request(method, self.url + path, timeout=TIMEOUT_S, auth=self.auth, **kwargs)
         except requests.RequestException as exc:
             raise ApplyError(f"no Connect server answers at {self.url} ({type(exc).__name__})") from None
         if response.status_code >= 400:
@@ -122,18 +125,20 @@ def describe(change: Change) -> list[str]:
     return lines
 
 
-def diff(url: str, folder: str | Path, prune: bool = False, echo: Callable[[str], None] = print) -> list[Change]:
-    changes = plan(read_folder(folder), ConnectClient(url).configs(), prune)
+def diff(url: str, folder: str | Path, prune: bool = False, echo: Callable[[str], None] = print,
+         auth: tuple[str, str] | None = None) -> list[Change]:
+    changes = plan(read_folder(folder), ConnectClient(url, auth).configs(), prune)
     for change in changes:
         for line in describe(change):
             echo(line)
     return changes
 
 
-def apply(url: str, folder: str | Path, prune: bool = False, echo: Callable[[str], None] = print) -> list[Change]:
+def apply(url: str, folder: str | Path, prune: bool = False, echo: Callable[[str], None] = print,
+          auth: tuple[str, str] | None = None) -> list[Change]:
     """PUT every new or changed connector (an update restarts it on the new config); with ``prune``,
     DELETE the server's connectors that the folder does not define."""
-    client = ConnectClient(url)
+    client = ConnectClient(url, auth)
     desired = read_folder(folder)
     changes = plan(desired, client.configs(), prune)
     failures = []

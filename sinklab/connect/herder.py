@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from sinklab.connect.store import TARGET_STATES, ConnectorStore, StoredConnector
 from sinklab.exceptions import BadRequest, ConfigError, Conflict, NotFound
 from sinklab.maintenance import schedule
+from sinklab.security import redact
 from sinklab.sink import SinkStatus
 from sinklab.sink.config import SinkConfig, keys, load_config
 
@@ -29,6 +30,13 @@ log = logging.getLogger("sinklab.connect")
 PLUGIN_CLASSES = ("io.tabular.iceberg.connect.IcebergSinkConnector", "org.apache.iceberg.connect.IcebergSinkConnector")
 # Connect also accepts a plugin's simple name and its alias without the "Connector" suffix.
 PLUGIN_ALIASES = {"IcebergSinkConnector", "IcebergSink"}
+
+
+
+def shown_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A connector's config as the REST API answers it: a literal secret as ``[hidden]``, a reference
+    (``${file:...}``) as written, never resolved (Kafka Connect's answer since KAFKA-5117)."""
+    return redact(config)
 
 
 class SinkLike(Protocol):
@@ -61,7 +69,9 @@ def normalize(name: str, config: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in config.items():
         if value is None or isinstance(value, dict | list):
-            raise BadRequest(f"{key}: config values must be strings, numbers or booleans, got {value!r}", key=str(key))
+            # The type, not the value: a value may hold secrets.
+            raise BadRequest(f"{key}: config values must be strings, numbers or booleans, got "
+                             f"{'null' if value is None else type(value).__name__}", key=str(key))
         out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
     if out.get(keys.NAME, name) != name:
         raise BadRequest(f"{keys.NAME}: connector name {out[keys.NAME]!r} in the config does not match {name!r} "
@@ -313,8 +323,9 @@ class Herder:
             return sorted(self._connectors)
 
     def info(self, name: str) -> dict[str, Any]:
+        """Connect's connector info; its config as shown (``shown_config``)."""
         connector = self.get(name)
-        return {"name": name, "config": dict(connector.config),
+        return {"name": name, "config": shown_config(connector.config),
                 "tasks": [{"connector": name, "task": i} for i in range(tasks_max(connector.config))],
                 "type": "sink"}
 

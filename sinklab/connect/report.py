@@ -61,14 +61,15 @@ class SinkReport(BaseModel):
         return lag_json(lag)
 
 
-def connect_statuses(url: str | None, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+def connect_statuses(url: str | None, timeout: float = 5.0, auth: tuple[str, str] | None = None
+                     ) -> dict[str, dict[str, Any]]:
     """``GET /connectors?expand=status&expand=info`` of the stack's Connect server: per connector its
     Connect status and info; empty when the stack runs no server or it does not answer."""
     if not url:
         return {}
     try:
         answer = requests.get(f"{url}/connectors", params=[("expand", "status"), ("expand", "info")],
-                              timeout=timeout)
+                              timeout=timeout, auth=auth)
     except requests.ConnectionError:
         return {}
     answer.raise_for_status()
@@ -84,7 +85,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
     logs = {topic: read_log(stack.bootstrap_servers, topic) for topic in {control_topic, APACHE_CONTROL_TOPIC}}
     log = pd.concat(logs.values(), ignore_index=True)
     on_apache = set(logs[APACHE_CONTROL_TOPIC]["sink"])
-    connect = connect_statuses(stack.info.connect_url)
+    connect = connect_statuses(stack.info.connect_url, auth=stack.info.connect_auth())
     known = sorted({*log["sink"], *connect})
     wanted = names or known
     unknown = [n for n in wanted if n not in known]

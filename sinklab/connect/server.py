@@ -6,6 +6,8 @@ the work (commit cycles) happens in the herder's threads, never in a request.
 
 from __future__ import annotations
 
+import base64
+import hmac
 import json
 import logging
 import re
@@ -19,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from pydantic import ValidationError
 
 from sinklab.connect import loggers
-from sinklab.connect.herder import PLUGIN_CLASSES, Herder, is_plugin, normalize, validate
+from sinklab.connect.herder import PLUGIN_CLASSES, Herder, is_plugin, normalize, shown_config, validate
 from sinklab.connect.sessions import SinkSessions
 from sinklab.exceptions import BadRequest, ConfigError, Conflict, ConnectError, NotFound
 from sinklab.sink import SESSIONS_PATH, error_json
@@ -242,7 +244,7 @@ class ConnectApi:
         return 204, None
 
     def get_config(self, name: str, **_: Any) -> Response:
-        return 200, dict(self.herder.get(name).config)
+        return 200, shown_config(self.herder.get(name).config)
 
     def patch_config(self, name: str, body: Any, **_: Any) -> Response:
         """KIP-477: change some keys of an existing connector (a null value removes the key); the
@@ -404,10 +406,26 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = f"sinklab-connect/{SINKLAB_VERSION}"
     api: ConnectApi  # set on the subclass the server makes
+    basic_auth: tuple[str, str] | None = None  # (user, password) a request must bring; None: anyone
+
+    def _authorized(self) -> bool:
+        assert self.basic_auth is not None
+        scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+        try:
+            given = base64.b64decode(encoded, validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            return False
+        expected = ":".join(self.basic_auth)
+        return scheme.lower() == "basic" and hmac.compare_digest(given.encode(), expected.encode())
 
     def _dispatch(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.basic_auth is not None and not self._authorized():
+            # As Kafka Connect's BasicAuthSecurityRestExtension answers.
+            self._send(401, error(401, "User cannot access the resource: basic authentication is required"),
+                       headers={"WWW-Authenticate": 'Basic realm="sinklab connect"'})
+            return
         body: Any = None
         if raw.strip():
             try:
@@ -424,9 +442,12 @@ class Handler(BaseHTTPRequestHandler):
             data = _encoded(payload)
         self._send(status, payload, data)
 
-    def _send(self, status: int, payload: Any, data: bytes | None = None) -> None:
+    def _send(self, status: int, payload: Any, data: bytes | None = None, headers: dict[str, str] | None = None
+              ) -> None:
         data = _encoded(payload) if data is None else data
         self.send_response(status, HTTPStatus(status).phrase)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         if status == 201 and isinstance(payload, dict) and "name" in payload:
             self.send_header("Location", f"/connectors/{payload['name']}")
         if data:
@@ -445,8 +466,9 @@ class Handler(BaseHTTPRequestHandler):
 class ConnectServer:
     """The HTTP server in a background thread; ``close`` stops it (the herder is the caller's)."""
 
-    def __init__(self, api: ConnectApi, host: str = "127.0.0.1", port: int = 8083):
-        handler = type("BoundHandler", (Handler,), {"api": api})
+    def __init__(self, api: ConnectApi, host: str = "127.0.0.1", port: int = 8083,
+                 basic_auth: tuple[str, str] | None = None):
+        handler = type("BoundHandler", (Handler,), {"api": api, "basic_auth": basic_auth})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.host, self.port = host, int(self.httpd.server_address[1])

@@ -39,7 +39,8 @@ class Worker:
         self.sessions = SinkSessions(make_sink, self.herder.names)
         try:
             # Bound before any connector resumes: a port in use fails before anything runs.
-            self.server = ConnectServer(ConnectApi(self.herder, offsets.cluster_id, self.sessions), host, port)
+            self.server = ConnectServer(ConnectApi(self.herder, offsets.cluster_id, self.sessions), host, port,
+                                        basic_auth=stack.info.connect_auth())
         except BaseException:
             self.store.release()
             raise

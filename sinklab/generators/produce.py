@@ -294,8 +294,10 @@ def _stop_at_exit() -> None:
                   f"(call .wait() to produce everything)", file=sys.stderr)
 
 
-def produce_json(bootstrap_servers: str, topic: str, events: Iterable[Any], key_field: str | None = None) -> int:
+def produce_json(kafka: str | Mapping[str, Any], topic: str, events: Iterable[Any], key_field: str | None = None
+                 ) -> int:
     """Produce JSON values synchronously with an idempotent producer; raises on any delivery error.
+    ``kafka``: a bootstrap address, or client settings (a stack's ``kafka_config()``).
 
     For hand-written records in tests and scripts; generators use ``Generator.produce``.
     """
@@ -303,7 +305,8 @@ def produce_json(bootstrap_servers: str, topic: str, events: Iterable[Any], key_
 
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, **PRODUCER_DEFAULTS})
+    settings = {"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka)
+    producer = Producer({**settings, **PRODUCER_DEFAULTS})
     errors: list[str] = []
     delivered = 0
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sinklab.readings.columns import COMMIT_COLUMNS, CYCLE_COLUMNS, MAINTENANCE_COLUMNS, empty
-from sinklab.readings.sources import bootstrap_of
+from sinklab.readings.sources import kafka_of
 from sinklab.sink.apache import ApacheLog
 from sinklab.sink.records import DEAD_LETTER_TABLE
 from sinklab.sink.wire import CONTROL_TOPIC, ControlEvent, PayloadType, TopicReader, events_of, log_frame
@@ -28,7 +28,7 @@ class ControlLog:
     """
 
     def __init__(self, source: KafkaSource, sink: str | None = None, control_topic: str = CONTROL_TOPIC):
-        self.bootstrap = bootstrap_of(source)
+        self.kafka = kafka_of(source)
         self.sink = sink
         self.topic = control_topic
         self._events: list[ControlEvent] = []
@@ -37,7 +37,7 @@ class ControlLog:
 
     def read(self, timeout: float = 10.0, idle_s: float = 0.5) -> pd.DataFrame:
         if self._reader is None:
-            self._reader = TopicReader(self.bootstrap, self.topic)
+            self._reader = TopicReader(self.kafka, self.topic)
         for batch in self._reader.read(timeout=timeout, idle_s=idle_s):
             self._events.extend(events_of(batch, self.sink))
             # Apache's sink's control topic reads the same: its commits as sinklab's events (apache_log).

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from sinklab.readings.columns import LAG_COLUMNS, RECORD_COLUMNS, empty
-from sinklab.readings.sources import bootstrap_of, names
+from sinklab.readings.sources import kafka_of, names
 from sinklab.sink.wire import Offsets, TopicReader
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def record_times(source: KafkaSource, topics: str | Iterable[str], until: Offset
     millions of records fit; a record's timestamp is its producer's CreateTime unless the topic
     says LogAppendTime. TimeoutError (naming the partitions) after ``timeout`` s without progress."""
     out: dict[str, list[np.ndarray]] = {c: [] for c in RECORD_COLUMNS}
-    with TopicReader(bootstrap_of(source), topics) as reader:
+    with TopicReader(kafka_of(source), topics) as reader:
         for batch in reader.read(until, timeout=timeout, batch=10_000, missing_ok=False):
             # Per partition, as arrays: a batch holds runs of a few partitions' records.
             found: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
@@ -50,7 +50,7 @@ def consumer_lag(source: KafkaSource, group: str, topics: str | Iterable[str], t
     complete cycle reached) and the lag between them."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap_of(source), "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer({**kafka_of(source), "group.id": group, "enable.auto.commit": False})
     try:
         tps = []
         for topic in names(topics):
@@ -82,7 +82,7 @@ def lag_history(source: KafkaSource, cycle_frame: pd.DataFrame, timeout: float =
 
     if cycle_frame.empty:
         return empty(LAG_COLUMNS)
-    consumer = Consumer({"bootstrap.servers": bootstrap_of(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
+    consumer = Consumer({**kafka_of(source), "group.id": f"sinklab-viz-{uuid.uuid4().hex}",
                          "enable.auto.commit": False})
     rows = []
     try:
@@ -113,7 +113,7 @@ def dead_letters(source: KafkaSource, topic: str, timeout: float = 10.0) -> pd.D
     columns = ["partition", "offset", "source_topic", "source_partition", "source_offset", "kind", "table", "message",
                "key", "value"]
     rows: list[dict[str, Any]] = []
-    with TopicReader(bootstrap_of(source), topic) as reader:
+    with TopicReader(kafka_of(source), topic) as reader:
         for batch in reader.read(timeout=timeout):
             for m in batch:
                 headers = {k: (v.decode(errors="replace") if v is not None else None) for k, v in m.headers() or []}

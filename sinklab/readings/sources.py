@@ -1,10 +1,11 @@
 """Where the readings read from: a stack or a catalog for Iceberg's metadata, a stack or a bootstrap
-address for Kafka; and the table or topic names a reading takes, one or several."""
+address for Kafka (a stack's clients log in as its stack.json says); and the table or topic names a
+reading takes, one or several."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -19,8 +20,9 @@ def catalog_of(source: MetadataSource) -> Catalog:
     return source if hasattr(source, "load_table") else source.catalog
 
 
-def bootstrap_of(source: KafkaSource) -> str:
-    return source if isinstance(source, str) else source.bootstrap_servers
+def kafka_of(source: KafkaSource) -> dict[str, Any]:
+    """The client settings of a Kafka source: a stack's (its security included), or a bootstrap address's."""
+    return {"bootstrap.servers": source} if isinstance(source, str) else source.kafka_config()
 
 
 def names(tables: str | Iterable[str]) -> list[str]:

@@ -118,6 +118,7 @@ class RemoteSink:
         self.config = config if isinstance(config, SinkConfig) else load_config(config)
         self._url = f"{stack.info.connect_url}{PATH}/{quote(self.config.name, safe='')}"
         self._http = requests.Session()
+        self._http.auth = stack.info.connect_auth()
         self._call("PUT", "", self.config.model_dump(mode="json"), f"creating sink {self.config.name}")
         # The tables it writes, under the config's catalog name, in this process's queries too.
         stack.register_spark_catalog(self.config.catalog_name)

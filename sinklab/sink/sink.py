@@ -155,7 +155,7 @@ class IcebergSink:
         from sinklab.sink.replay import Replayer
 
         with self._cycling:  # one cycle or replay at a time: they share the session's staging settings
-            kafka_conf = {**self.stack.kafka_config(), **self.config.kafka_properties}
+            kafka_conf = self.config.kafka_settings(self.stack.kafka_config())
             return Replayer(self.config, self._session(), self.stack.catalog, kafka_conf).run(where)
 
     # ---- running

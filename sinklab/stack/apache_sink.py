@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from sinklab.exceptions import ApacheSinkError, JarsNotFound
+from sinklab.security import java_settings
 from sinklab.stack import jars
 from sinklab.stack.broker import COORDINATOR_MOVING, LOG4J2_CONSOLE
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
@@ -77,6 +78,7 @@ class ConnectWorker:
             # The connector and converters declare themselves in META-INF/services: no need to scan
             # the whole classpath's ~100 jars at every start.
             "plugin.discovery": "service_load",
+            **worker_security(self.stack),
         }
 
     def start(self, timeout: float = 120) -> None:
@@ -195,10 +197,26 @@ def on_stack(stack: Stack, config: dict[str, Any]) -> dict[str, str]:
         "iceberg.catalog.warehouse": stack.info.warehouse,
         **{f"iceberg.catalog.{k}": v for k, v in stack.info.catalog_properties.items()},
         "iceberg.kafka.bootstrap.servers": stack.bootstrap_servers,
+        # Its control topic's clients log in as the stack says (the references resolved in the worker).
+        **{f"iceberg.kafka.{k}": v for k, v in java_settings(stack.info.kafka_security).items()},
     })
     if stack.info.catalog_token:
         out["iceberg.catalog.token"] = stack.info.catalog_token
     return out
+
+
+def worker_security(stack: Stack) -> dict[str, str]:
+    """A Connect worker's Kafka login, for its own clients and its connectors' (``consumer.``, ``producer.``,
+    ``admin.``), in Java's names; secrets stay references, which the worker resolves with Kafka's config
+    providers (``${env:...}``, ``${file:...}``, ``${directory:...}``): its properties file holds none."""
+    security = java_settings(stack.info.kafka_security)
+    if not security:
+        return {}
+    providers = {"config.providers": "env,file,directory", **{
+        f"config.providers.{name}.class": f"org.apache.kafka.common.config.provider.{cls}ConfigProvider"
+        for name, cls in (("env", "EnvVar"), ("file", "File"), ("directory", "Directory"))}}
+    return {**providers, **security, **{f"{side}.{k}": v for side in ("consumer", "producer", "admin")
+                                        for k, v in security.items()}}
 
 
 def scratch_dir(stack: Stack) -> Path:

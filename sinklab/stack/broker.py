@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 from sinklab.exceptions import ProcessError
-from sinklab.stack import jars
+from sinklab.security import resolve_all
+from sinklab.stack import jars, tls
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 # Single-node settings: one replica of every internal topic, and few partitions so that the
@@ -74,12 +75,14 @@ logger.started.level = info
 """
 
 
-def broker_ready(bootstrap: str) -> bool:
-    """Ready means a real metadata request is answered, not merely that the port is open."""
+def broker_ready(bootstrap: str, settings: dict[str, str] | None = None) -> bool:
+    """Ready means a real metadata request is answered, not merely that the port is open. ``settings``:
+    the client's security settings (librdkafka's names), resolved."""
     from confluent_kafka.admin import AdminClient
 
     # log_level 0: a probe of a broker that is still starting would log every refused connection.
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0,
+                         **(settings or {})})
     metadata = admin.list_topics(timeout=2)
     return bool(metadata.brokers)
 
@@ -90,9 +93,13 @@ def node_name(node_id: int) -> str:
     return "broker" if node_id == 1 else f"broker-{node_id}"
 
 
-def cluster(workdir: Path, nodes: int, ports: dict[str, int] | None = None) -> list[EmbeddedBroker]:
+def cluster(workdir: Path, nodes: int, ports: dict[str, int] | None = None, secure: bool = False
+            ) -> list[EmbeddedBroker]:
     """The nodes of a stack's Kafka, on their old ports (``ports``, as stack.json records them) where
-    given; one cluster id for all, read back from a node formatted before."""
+    given; one cluster id for all, read back from a node formatted before. ``secure``: one node that asks
+    every client for a password over TLS (``EmbeddedBroker``)."""
+    if secure and nodes != 1:
+        raise ProcessError("a secure embedded stack runs one Kafka node, not three")
     ports = ports or {}
     names = [node_name(n) for n in range(1, nodes + 1)]
     listener = {n: ports.get(name) or free_port() for n, name in enumerate(names, 1)}
@@ -106,8 +113,8 @@ def cluster(workdir: Path, nodes: int, ports: dict[str, int] | None = None) -> l
                           if line.startswith("cluster.id=")), None)
             break
     cluster_id = known or _cluster_id()
-    return [EmbeddedBroker(workdir, listener[n], controller[n], node_id=n, voters=controller, cluster_id=cluster_id)
-            for n in range(1, nodes + 1)]
+    return [EmbeddedBroker(workdir, listener[n], controller[n], node_id=n, voters=controller, cluster_id=cluster_id,
+                           secure=secure) for n in range(1, nodes + 1)]
 
 
 def _cluster_id() -> str:
@@ -120,10 +127,17 @@ class EmbeddedBroker:
 
     A node of a cluster knows every node's controller port (``voters``, node id -> port); ``start``
     waits until it answers, which a node of a cluster only does once a majority of them runs: start
-    them all (``begin``), then wait for each (``wait_ready``)."""
+    them all (``begin``), then wait for each (``wait_ready``).
+
+    ``secure``: its one listener for clients is SASL_SSL (a certificate of the stack's CA, ``tls``): SCRAM-SHA-256
+    logins for clients (``sinklab``, a super user, and ``guest``, granted nothing), created once it runs; PLAIN
+    for the broker's own login (``admin``), which its controller listener (SASL_PLAINTEXT, loopback) takes too.
+    ACLs are enforced (``StandardAuthorizer``). Its config names the passwords by reference (Kafka's
+    ``FileConfigProvider``); ``client_settings`` says how a client reaches it."""
 
     def __init__(self, workdir: Path, port: int | None = None, controller_port: int | None = None,
-                 node_id: int = 1, voters: dict[int, int] | None = None, cluster_id: str | None = None):
+                 node_id: int = 1, voters: dict[int, int] | None = None, cluster_id: str | None = None,
+                 secure: bool = False):
         self.workdir = workdir
         self.node_id = node_id
         self.port = port or free_port()
@@ -131,6 +145,7 @@ class EmbeddedBroker:
         self.voters = voters or {node_id: self.controller_port}
         self.cluster_id = cluster_id
         self.name = node_name(node_id)
+        self.secure = secure
         self.home = workdir / self.name
         self.data_dir = self.home / "data"
         self.config_path = self.home / "server.properties"
@@ -140,7 +155,19 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"{LOOPBACK}:{self.port}"
 
+    def client_settings(self, user: str = tls.KAFKA_USER) -> dict[str, str]:
+        """How a client logs in as ``user`` (librdkafka's names; the password by reference); empty for an
+        open broker."""
+        if not self.secure:
+            return {}
+        return {"security.protocol": "SASL_SSL",
+                "sasl.mechanisms": "PLAIN" if user == tls.KAFKA_ADMIN else "SCRAM-SHA-256",
+                "sasl.username": user, "sasl.password": tls.reference(self.workdir, f"kafka.{user}"),
+                "ssl.ca.location": str(self.workdir / tls.CA_FILE)}
+
     def properties(self) -> dict[str, str]:
+        if self.secure:
+            return self._secure_properties()
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
@@ -152,6 +179,42 @@ class EmbeddedBroker:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
             **(SINGLE_NODE if len(self.voters) == 1 else REPLICATED),
+        }
+
+    def _secure_properties(self) -> dict[str, str]:
+        ca, pem = tls.certificates(self.workdir)
+        tls.passwords(self.workdir)
+        secret = tls.reference(self.workdir, "kafka.admin")
+        plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                 f'username="{tls.KAFKA_ADMIN}" password="{secret}" user_{tls.KAFKA_ADMIN}="{secret}";')
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(f"{n}@{LOOPBACK}:{p}" for n, p in sorted(self.voters.items())),
+            "listeners": f"SASL_SSL://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": f"SASL_SSL://{LOOPBACK}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": plain,
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": plain,
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(pem),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{tls.KAFKA_ADMIN};User:{tls.KAFKA_USER}",
+            "allow.everyone.if.no.acl.found": "false",
+            "config.providers": "file",
+            "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+            "log.dirs": str(self.data_dir),
+            **SINGLE_NODE,
         }
 
     def start(self, timeout: float = 90) -> None:
@@ -171,7 +234,30 @@ class EmbeddedBroker:
         self.process.start()
 
     def wait_ready(self, timeout: float = 90) -> None:
-        self.process.wait_ready(lambda: broker_ready(self.bootstrap_servers), timeout)
+        admin = resolve_all(self.client_settings(tls.KAFKA_ADMIN))
+        self.process.wait_ready(lambda: broker_ready(self.bootstrap_servers, admin), timeout)
+        if self.secure:
+            self._add_users(admin)
+
+    def _add_users(self, admin_settings: dict[str, str]) -> None:
+        """The SCRAM logins of the stack's clients, as its secrets file has them (again at every start:
+        an upsert), and wait until one of them logs in."""
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        passwords = tls.passwords(self.workdir)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0, **admin_settings})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+        upserts = [UserScramCredentialUpsertion(user, info, passwords[f"kafka.{user}"].encode())
+                   for user in (tls.KAFKA_USER, tls.KAFKA_GUEST)]
+        for future in admin.alter_user_scram_credentials(upserts).values():
+            future.result(30)
+        client = resolve_all(self.client_settings())
+        self.process.wait_ready(lambda: broker_ready(self.bootstrap_servers, client), 30)
 
     def _format(self, classpath: str) -> None:
         argv = [jars.java(), f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}", "-cp", classpath,

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import requests
 
-from sinklab.stack import jars
+from sinklab.security import resolve
+from sinklab.stack import jars, tls
+from sinklab.stack.catalog_auth import TOKENS_PATH
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
 
 
@@ -57,6 +59,8 @@ class EmbeddedCatalog:
         warehouse: str | None = None,
         io_properties: dict[str, str] | None = None,
         db: Path | None = None,
+        secure: bool = False,
+        token_lifetime_s: float = 3600,
     ):
         self.workdir = workdir
         self.port = port or free_port()
@@ -67,6 +71,10 @@ class EmbeddedCatalog:
         self.properties = server_properties(self.db, self.warehouse, io_properties)
         argv = [sys.executable, "-m", "sinklab.stack.catalog_server", "--stack-dir", str(workdir),
                 "--port", str(self.port), "--properties-file", str(self.properties_file)]
+        self.secure = secure
+        if secure:
+            argv += ["--client-secret", tls.reference(workdir, "catalog.client-secret"),
+                     "--token-lifetime-s", str(token_lifetime_s)]
         self.process = ManagedProcess("REST catalog (Apache Iceberg RESTCatalogServer)", argv,
                                       workdir / "logs" / "catalog.log")
 
@@ -74,8 +82,25 @@ class EmbeddedCatalog:
     def uri(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
+    def client_properties(self) -> dict[str, str]:
+        """How a client logs in (Iceberg's REST catalog properties, the secret by reference); empty for an
+        open catalog."""
+        if not self.secure:
+            return {}
+        return {"credential": f"{tls.CATALOG_CLIENT_ID}:{tls.reference(self.workdir, 'catalog.client-secret')}",
+                "oauth2-server-uri": f"{self.uri}{TOKENS_PATH}", "scope": "catalog"}
+
     def ready(self) -> bool:
-        return requests.get(f"{self.uri}/v1/config", timeout=2).status_code == 200
+        headers = {}
+        if self.secure:
+            client_id, _, secret = resolve(self.client_properties()["credential"]).partition(":")
+            answer = requests.post(f"{self.uri}{TOKENS_PATH}", timeout=2, data={
+                "grant_type": "client_credentials", "client_id": client_id, "client_secret": secret,
+                "scope": "catalog"})
+            if not answer.ok:
+                return False
+            headers["Authorization"] = f"Bearer {answer.json()['access_token']}"
+        return requests.get(f"{self.uri}/v1/config", timeout=2, headers=headers).status_code == 200
 
     def start(self, timeout: float = 90) -> None:
         if self.warehouse.startswith("file:"):

@@ -2,7 +2,9 @@
 
 Run as ``python -m sinklab.stack.catalog_server --stack-dir DIR --port P --properties-file F``
 (``--stack-dir`` puts the stack's workdir in the command line, which is how ``stack down`` makes sure
-a recorded PID still belongs to the stack). The JVM exits when this process does (py4j's
+a recorded PID still belongs to the stack). With ``--client-secret REF`` (a reference to the secret, never
+the secret) the server listens on a loopback port of its own and ``catalog_auth``'s door on P: an OAuth2
+token endpoint and a bearer-token gate. The JVM exits when this process does (py4j's
 die_on_exit); both get the SIGTERM of a stop, sent to the process group.
 """
 
@@ -17,15 +19,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sinklab.stack import jars
-from sinklab.stack.process import LOOPBACK
+from sinklab.security import resolve
+from sinklab.stack import catalog_auth, jars
+from sinklab.stack.process import LOOPBACK, free_port
 from sinklab.stack.spark import no_local_checksums
+from sinklab.stack.tls import CATALOG_CLIENT_ID
 
 JVM_OPTS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 
-def serve(port: int, properties: dict[str, str]) -> None:
-    """Start Apache's REST catalog in a JVM and serve until SIGTERM."""
+def serve(port: int, properties: dict[str, str], client_secret: str | None = None, token_lifetime_s: float = 3600
+          ) -> None:
+    """Start Apache's REST catalog in a JVM and serve until SIGTERM; with ``client_secret``, behind the door
+    (``catalog_auth``) that asks for it."""
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
     gateway_port = launch_gateway(
@@ -68,11 +74,15 @@ def serve(port: int, properties: dict[str, str]) -> None:
     http = jetty.server.Server()
     connector = jetty.server.ServerConnector(http)
     connector.setHost(LOOPBACK)
-    connector.setPort(port)
+    connector.setPort(free_port() if client_secret else port)
     http.addConnector(connector)
     http.setHandler(handler)
     http.start()
-    print(f"Apache Iceberg REST catalog serving on http://{LOOPBACK}:{port}", flush=True)
+    if client_secret:
+        tokens = catalog_auth.Tokens(CATALOG_CLIENT_ID, client_secret, token_lifetime_s)
+        catalog_auth.serve(port, connector.getLocalPort(), tokens, LOOPBACK)
+    print(f"Apache Iceberg REST catalog serving on http://{LOOPBACK}:{port}"
+          + (" (OAuth2 client credentials, bearer tokens)" if client_secret else ""), flush=True)
 
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
@@ -102,8 +112,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--properties-file", required=True, help="JSON object of catalog properties")
     parser.add_argument("--stack-dir", required=True, help="the workdir of the stack this server belongs to")
+    parser.add_argument("--client-secret", help="a reference to the OAuth2 client's secret (${file:PATH:KEY}, "
+                        "${env:NAME}): clients must log in")
+    parser.add_argument("--token-lifetime-s", type=float, default=3600)
     args = parser.parse_args(argv)
-    serve(args.port, json.loads(Path(args.properties_file).read_text()))
+    secret = resolve(args.client_secret, "--client-secret") if args.client_secret else None
+    serve(args.port, json.loads(Path(args.properties_file).read_text()), secret, args.token_lifetime_s)
 
 
 if __name__ == "__main__":

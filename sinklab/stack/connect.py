@@ -42,6 +42,7 @@ class EmbeddedConnect:
             argv += ["--spark-connect-port", str(spark_connect_port)]
         self.process = ManagedProcess("Kafka Connect REST server (sinklab.connect)", argv,
                                       workdir / "logs" / "connect.log")
+        self.auth: tuple[str, str] | None = None  # the stack's login to it (StackInfo.connect_auth)
 
     @property
     def url(self) -> str:
@@ -55,11 +56,12 @@ class EmbeddedConnect:
 
     def ready(self) -> bool:
         # The worker answers only once its driver serves Spark Connect, when it does.
-        return requests.get(f"{self.url}/", timeout=2).status_code == 200
+        return requests.get(f"{self.url}/", timeout=2, auth=self.auth).status_code == 200
 
     def start(self, info: StackInfo, timeout: float = 120) -> None:
         from sinklab.stack.catalog import write_private
 
+        self.auth = info.connect_auth()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # Private: an external or S3 stack's description carries credentials.
         write_private(self.stack_file, info.model_copy(update={"pids": {}}).model_dump_json(indent=2))

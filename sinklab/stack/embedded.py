@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from sinklab.exceptions import ProcessError
+from sinklab.stack import tls
 from sinklab.stack.broker import EmbeddedBroker, cluster
 from sinklab.stack.catalog import EmbeddedCatalog
 from sinklab.stack.connect import EmbeddedConnect
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 
 
 def check_arguments(spark: SparkSettings | Literal["connect"] | None, storage: str, connect: bool,
-                    brokers: int | None, resume: StackInfo | None) -> int:
+                    brokers: int | None, resume: StackInfo | None, secure: bool | None = None) -> tuple[int, bool]:
     """Refuse what ``Stack.embedded`` cannot start before anything is made; returns its count of Kafka
-    nodes (``brokers``, else the resumed stack's, else 1)."""
+    nodes (``brokers``, else the resumed stack's, else 1) and whether it is secure (``secure``, else the
+    resumed stack's, else not)."""
     if spark == "connect" and not connect:
         raise ValueError("spark='connect' serves Spark Connect from the Connect server's driver: keep connect=True")
     if storage not in STORAGES:
@@ -41,7 +43,13 @@ def check_arguments(spark: SparkSettings | Literal["connect"] | None, storage: s
     if resume is not None and resume.brokers != nodes:
         raise ProcessError(f"the stack in {resume.workdir} has {resume.brokers} broker(s), not {nodes}; stop it "
                            f"and start it in another workdir to change that")
-    return nodes
+    locked = secure if secure is not None else resume.secure if resume is not None else False
+    if resume is not None and resume.secure != locked:
+        raise ProcessError(f"the stack in {resume.workdir} is {'' if resume.secure else 'not '}secure; start a "
+                           f"{'secure' if locked else 'open'} one in another workdir")
+    if locked and nodes != 1:
+        raise ValueError("a secure embedded stack runs one Kafka node: brokers=1")
+    return nodes, locked
 
 
 def make_workdir(workdir: str | Path | None) -> tuple[Path, Path | None]:
@@ -95,16 +103,16 @@ class Processes:
 
 
 def make_processes(workdir: Path, nodes: int, storage: str, connect: bool, spark_connect: bool,
-                   kept: Resumed) -> Processes:
+                   kept: Resumed, secure: bool = False) -> Processes:
     """The process objects, on the ports ``kept`` holds where it has them, free ones elsewhere."""
     ports, running = kept.ports, kept.running
     served = (ports.get("spark-connect") or free_port()) if spark_connect else None
     connect_server = EmbeddedConnect(workdir, port=ports.get("connect"),
                                      spark_connect_port=served) if connect else None
-    kafka = cluster(workdir, nodes, ports)
+    kafka = cluster(workdir, nodes, ports, secure=secure)
     s3 = EmbeddedS3(workdir, port=ports.get("s3")) if storage == "s3" else None
     if s3 is None:
-        catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"))
+        catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"), secure=secure)
     else:
         db = workdir / "catalog-s3.db"
         if "s3" not in running:
@@ -112,7 +120,7 @@ def make_processes(workdir: Path, nodes: int, storage: str, connect: bool, spark
             # outlived them would list tables whose files are gone.
             db.unlink(missing_ok=True)
         catalog = EmbeddedCatalog(workdir, port=ports.get("catalog"), warehouse=f"s3://{s3.bucket}/warehouse",
-                                  io_properties=s3.client_properties(), db=db)
+                                  io_properties=s3.client_properties(), db=db, secure=secure)
     return Processes(kafka, catalog, s3, connect_server, served)
 
 
@@ -128,7 +136,7 @@ def describe(procs: Processes, workdir: Path, catalog_name: str, storage: Litera
         catalog_uri=catalog.uri,
         catalog_name=catalog_name,
         warehouse=catalog.warehouse,
-        catalog_properties=s3.client_properties() if s3 else {},
+        catalog_properties={**(s3.client_properties() if s3 else {}), **catalog.client_properties()},
         workdir=str(workdir),
         storage=storage,
         pids=dict(kept.running),
@@ -140,11 +148,16 @@ def describe(procs: Processes, workdir: Path, catalog_name: str, storage: Litera
                **({"spark-connect": served} if connect_server and served else {})},
         connect_url=connect_server.url if connect_server else None,
         spark_connect_url=connect_server.spark_connect_url if connect_server else None,
+        kafka_security=kafka[0].client_settings(),
+        secure=kafka[0].secure,
+        connect_basic_auth=f"{tls.CONNECT_USER}:{tls.reference(workdir, 'connect.admin')}"
+        if kafka[0].secure and connect_server else None,
     )
     if resume is not None and "connect" in kept.running:
         # Kept running, though this object does not manage it, and serving what it served.
         info.connect_url = resume.connect_url
         info.spark_connect_url = resume.spark_connect_url
+        info.connect_basic_auth = resume.connect_basic_auth
         if resume.spark_connect_url:
             info.ports["spark-connect"] = resume.ports["spark-connect"]
     if resume is not None and "schema-registry" in kept.running:

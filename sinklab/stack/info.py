@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from sinklab.security import resolve
+
 STACK_FILE = "stack.json"
 DEFAULT_CATALOG_NAME = "sinklab"
 STORAGES = ("local", "s3")
@@ -37,3 +39,21 @@ class StackInfo(BaseModel):
     schema_registry_url: str | None = None
     # Nodes of the embedded Kafka (bootstrap_servers lists each): 1, or 3 replicating every topic.
     brokers: int = 1
+    # How a client logs in to Kafka, in librdkafka's names (security.protocol, sasl.mechanisms, sasl.username,
+    # sasl.password, ssl.ca.location, ...; Java's are taken too), a secret by reference (${env:NAME},
+    # ${file:PATH:KEY}), never in clear. Empty: Kafka asks nobody.
+    kafka_security: dict[str, str] = Field(default_factory=dict)
+    # An embedded stack whose servers ask every client who it is (`stack up --secure`): Kafka over SASL_SSL,
+    # the catalog a bearer token, the Connect REST API a password.
+    secure: bool = False
+    # The Connect REST API's login (HTTP basic authentication), "user:password" with the password by reference,
+    # as Kafka Connect's basic.auth.user.info is written; None: it asks nobody.
+    connect_basic_auth: str | None = None
+
+    def connect_auth(self) -> tuple[str, str] | None:
+        """(user, password) for a request to the Connect REST API (``requests``' ``auth``), resolved: for a
+        client, never to be written; None when it asks nobody."""
+        if not self.connect_basic_auth:
+            return None
+        user, _, password = resolve(self.connect_basic_auth, "connect_basic_auth").partition(":")
+        return user, password

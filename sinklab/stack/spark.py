@@ -47,6 +47,10 @@ _JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JDK_JAVA_OPTIONS", "JAVA_TOOL_OPT
 # the V2 reader, the same records. A one-record read 0.20 s against 0.26 s, 500k records 0.56 s against
 # 0.69 s (bench/README.md, "Kafka's V2 reader"). Every session of a driver sinklab builds has it.
 KAFKA_V2_READS = {"spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text"}
+# Spark hides a setting's or a source option's value in its UI, event logs and plans when the key or the
+# value matches: its default (secret, password, token, access.key) and a Kafka source's JAAS config and
+# inline private key (``kafka.sasl.jaas.config``, ``kafka.ssl.keystore.key``), a REST catalog's credential.
+REDACTION = {"spark.redaction.regex": r"(?i)secret|password|token|access[.]key|jaas|keystore[.]key|credential"}
 
 # Settings of the sink's own session (IcebergSink makes one per sink, so the user's session keeps its
 # own), measured with bench/ingest.py.
@@ -259,7 +263,7 @@ def build_spark(settings: SparkSettings, catalogs: Mapping[str, str], s3: bool =
         o for o in (logs.get("spark.driver.extraJavaOptions", ""), *driver_options(settings)) if o)
     if options:
         logs["spark.driver.extraJavaOptions"] = options
-    for key, value in {**logs, **KAFKA_V2_READS, **catalogs, **settings.conf}.items():
+    for key, value in {**logs, **KAFKA_V2_READS, **REDACTION, **catalogs, **settings.conf}.items():
         builder = builder.config(key, value)
     with _stderr_to(log_file if logged else None):
         spark = builder.getOrCreate()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from sinklab.exceptions import ComposeNotRunning, ProcessError
+from sinklab.security import librdkafka_settings, resolve_all
 from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
@@ -83,6 +84,7 @@ class Stack(StackSpark):
         schema_registry: bool = False,
         brokers: int | None = None,
         warm: bool = False,
+        secure: bool | None = None,
     ) -> Stack:
         """Start Apache Kafka and Apache's Iceberg REST catalog now (Spark waits for first use, or with
         ``warm`` starts beside them: ``warm_spark()``).
@@ -107,12 +109,17 @@ class Stack(StackSpark):
         ``spark="connect"`` starts that server's Spark driver at once and has it serve Spark Connect
         (``info.spark_connect_url``): ``stack.spark`` is then a Spark Connect client of it, which starts
         in seconds and has settings of its own; sinks run there, started through the REST API.
+
+        ``secure=True`` (a resumed stack keeps what it was): Kafka asks every client for a password over TLS
+        (SASL_SSL, SCRAM-SHA-256; certificates of a CA the stack makes, passwords it makes, both kept in the
+        workdir, readable by their owner only); ``info.kafka_security`` says how a client logs in, the
+        password by reference. One Kafka node.
         """
-        nodes = check_arguments(spark, storage, connect, brokers, resume)
+        nodes, secure = check_arguments(spark, storage, connect, brokers, resume, secure)
         unwind_on_sigterm()  # a SIGTERM to this process still stops the servers it is about to start
         path, owned = make_workdir(workdir)
         kept = resumed(resume, connect_port, spark == "connect")
-        procs = make_processes(path, nodes, storage, connect, spark == "connect", kept)
+        procs = make_processes(path, nodes, storage, connect, spark == "connect", kept, secure)
         info = describe(procs, path, catalog_name, storage, nodes, kept, resume, schema_registry)
         stack = cls(info, None if spark == "connect" else spark, spark_client=spark == "connect")
         stack._owned_workdir = owned
@@ -302,7 +309,10 @@ class Stack(StackSpark):
         return Path(self.info.workdir) if self.info.workdir else None
 
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
-        return {"bootstrap.servers": self.info.bootstrap_servers, **overrides}
+        """A librdkafka client's settings for the stack's Kafka: its address and how to log in (secrets
+        resolved: for a client, never to be written), then ``overrides``."""
+        security = librdkafka_settings(resolve_all(self.info.kafka_security))
+        return {"bootstrap.servers": self.info.bootstrap_servers, **security, **overrides}
 
     def admin(self) -> AdminClient:
         from confluent_kafka.admin import AdminClient
@@ -311,10 +321,12 @@ class Stack(StackSpark):
         return AdminClient(self.kafka_config(logger=self.client_logger(), log_level=4))
 
     def catalog_properties(self) -> dict[str, str]:
+        """A catalog client's properties (pyiceberg's, and Iceberg's REST client's), secrets resolved: for a
+        client, never to be written."""
         props = {"uri": self.info.catalog_uri, "warehouse": self.info.warehouse, **self.info.catalog_properties}
         if self.info.catalog_token:
             props["token"] = self.info.catalog_token
-        return props
+        return resolve_all(props)
 
     @property
     def catalog(self) -> RestCatalog:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sinklab.exceptions import ProcessError
+from sinklab.security import resolve, resolve_all
 from sinklab.stack import jvm_archive
 from sinklab.stack.spark import (
     S3_FILE_IO,
@@ -91,11 +92,12 @@ class StackSpark:
         return is_s3_location(self.info.warehouse) or "s3.endpoint" in self.info.catalog_properties
 
     def spark_catalog_conf(self, name: str) -> dict[str, str]:
-        extra = dict(self.info.catalog_properties)
+        extra = resolve_all(self.info.catalog_properties)  # Spark hides them (spark.REDACTION)
         if self.uses_s3:
             # The stack's own properties win: a cluster's own io-impl stays.
             extra = {"io-impl": S3_FILE_IO, **extra}
-        return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, self.info.catalog_token, extra)
+        token = resolve(self.info.catalog_token, "catalog_token") if self.info.catalog_token else None
+        return catalog_conf(name, self.info.catalog_uri, self.info.warehouse, token, extra)
 
     def stop_spark(self, timeout: float = 30) -> None:
         """Stop this stack's Spark session and its JVM; ``stack.spark`` starts a new one on next use.

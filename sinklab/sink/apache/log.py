@@ -11,7 +11,7 @@ valid-through time its coordinator committed. A commit whose start came before t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -108,8 +108,8 @@ class ApacheLog:
         return None
 
 
-def read_log(bootstrap_servers: str, topic: str, sink: str | None = None, timeout: float = 10.0,
+def read_log(kafka: str | Mapping[str, Any], topic: str, sink: str | None = None, timeout: float = 10.0,
              idle_s: float = 1.0) -> pd.DataFrame:
     """``control.read_control_log`` of a topic that may carry Apache's events: sinklab's events and
     Apache's commits (translated), one row per event."""
-    return read_control_log(bootstrap_servers, topic, sink, timeout, idle_s, also=ApacheLog(sink).feed)
+    return read_control_log(kafka, topic, sink, timeout, idle_s, also=ApacheLog(sink).feed)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, Field
 
 from sinklab.exceptions import ConfigError
+from sinklab.security import librdkafka_settings, resolve_all
 from sinklab.sink.config import keys
 from sinklab.sink.config.keys import Key
 from sinklab.sink.config.transforms import Flatten, JsonToMap, Transform, read_chain
@@ -186,6 +187,12 @@ class SinkConfig(BaseModel):
         if topic in self.topics:
             return True
         return topic != keys.APACHE_CONTROL_TOPIC and not topic.startswith("__") and self.matches_topic(topic)
+
+    def kafka_settings(self, stack: dict[str, Any]) -> dict[str, Any]:
+        """The sink's Kafka client settings, in librdkafka's names, references resolved: the stack's
+        (``Stack.kafka_config``), under this config's own (``iceberg.kafka.*``, ``consumer.override.*``,
+        in either client's names: a connector's are Java's)."""
+        return librdkafka_settings(resolve_all({**stack, **self.kafka_properties}))
 
     @property
     def transactional_id(self) -> str:

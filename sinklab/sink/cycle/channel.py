@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 
-from sinklab.exceptions import ConfigError, KafkaUnavailable, SinkError, SinkFenced, StuckCall
+from sinklab.exceptions import AccessDenied, ConfigError, KafkaUnavailable, SinkError, SinkFenced, StuckCall
+from sinklab.security import denied, probe, refused
 from sinklab.sink.config import keys
 from sinklab.sink.records import dead_letters
 from sinklab.sink.wire import control
@@ -75,6 +76,8 @@ class Channel:
         # Each Kafka step of the commit waits at most the commit timeout: a broker that is down fails
         # the cycle in bounded time instead of holding the transaction open.
         self.timeout_s = max(5.0, config.commit_timeout_ms / 1000)
+        # A refused login or connection stops the sink here, named, not as a timeout of a later call.
+        probe(kafka_conf, self.timeout_s, sink=config.name)
         self._refuse_apache_control_topic()  # before anything is opened that would need closing
         self.group = Consumer({**kafka_conf, "group.id": config.group_id, "enable.auto.commit": False,
                                "isolation.level": "read_committed"})
@@ -212,9 +215,13 @@ class Channel:
                             f"start fences this one (transactional.id {self.config.transactional_id})",
                             sink=self.config.name) from None
 
-    def _fenced_or(self, exc: KafkaException, commit_id: str) -> SinkError:
+    def _fenced_or(self, exc: KafkaException, commit_id: str) -> SinkError | AccessDenied:
         err = exc.args[0] if exc.args else None
         name = self.config.name
+        resource = {"group": self.config.group_id, "transactional-id": self.config.transactional_id,
+                    "topic": self.config.control_topic}.get(refused(exc) or "")
+        if (refusal := denied(exc, self.kafka_conf, resource, sink=name)) is not None:
+            return refusal
         if err is not None and hasattr(err, "code") and err.code() in FENCED:
             return SinkFenced(f"sink {name} was fenced: a newer instance with transactional.id "
                               f"{self.config.transactional_id} started; this instance stops ({err.str()})", sink=name)

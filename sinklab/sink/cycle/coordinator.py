@@ -74,7 +74,7 @@ class CycleResult:
 class Coordinator:
     def __init__(self, config: SinkConfig, spark: SparkSession, catalog: Catalog, kafka_conf: dict[str, Any]):
         self.config, self.spark, self.catalog = config, spark, catalog
-        kafka_conf = {**kafka_conf, **config.kafka_properties}
+        kafka_conf = config.kafka_settings(kafka_conf)
         self.channel = Channel(config, kafka_conf)  # first: its producer fences every older instance
         self.planner = Planner(config, self.channel.group, kafka_conf.get("bootstrap.servers", ""),
                                self.channel.timeout_s)

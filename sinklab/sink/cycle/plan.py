@@ -7,9 +7,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
 from sinklab.exceptions import TopicMissing
+from sinklab.security import denied
 from sinklab.sink.cycle.recovery import start_offsets
 from sinklab.sink.wire import offsets as off
 from sinklab.sink.wire.group import group_call
@@ -58,6 +60,11 @@ class Planner:
         topics = self.group.list_topics(timeout=10).topics
         c = self.config
         missing = [t for t in c.topics if t not in topics]
+        for topic in missing:  # the cluster lists only the topics a principal may describe
+            found = self.group.list_topics(topic, timeout=10).topics.get(topic)
+            if found is not None and found.error is not None and (
+                    refusal := denied(found.error, {"bootstrap.servers": self.bootstrap}, topic, c.name)):
+                raise refusal
         if missing:
             raise TopicMissing(f"topics: {', '.join(missing)} not found on {self.bootstrap}", topics=missing,
                                sink=c.name)
@@ -98,7 +105,13 @@ class Planner:
         """The group's committed offsets. librdkafka does not retry this call when the group's coordinator
         moves or is still loading (a broker just started or restarted): it is tried again here, within
         the sink's timeout, as a Java consumer would."""
-        return group_call(lambda: self.group.committed(partitions, timeout=10), self.timeout_s)
+        try:
+            return group_call(lambda: self.group.committed(partitions, timeout=10), self.timeout_s)
+        except KafkaException as exc:
+            refusal = denied(exc, {"bootstrap.servers": self.bootstrap}, self.config.group_id, self.config.name)
+            if refusal is not None:
+                raise refusal from None
+            raise
 
     def waiting(self) -> int:
         """Records in the source partitions past where the last cycle read to (0 before the first

@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from sinklab.security import java_settings
 from sinklab.sink.wire.offsets import OffsetRange
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ def source_options(kafka_conf: dict[str, Any], ranges: list[OffsetRange], tasks:
     # (IllegalArgumentException), hence the settings' digest in the id. Nothing is ever committed with it.
     digest = hashlib.sha256(json.dumps(kafka_conf, sort_keys=True, default=str).encode()).hexdigest()[:12]
     options = {"kafka.fetch.max.wait.ms": str(FETCH_MAX_WAIT_MS)}
-    options.update({f"kafka.{key}": str(value) for key, value in kafka_conf.items()})
+    # Spark's Kafka source is Java's client: the same settings in its names (security's differ).
+    options.update({f"kafka.{key}": value for key, value in java_settings(kafka_conf).items()})
     options.update({
         "kafka.isolation.level": "read_committed",
         "kafka.group.id": f"sinklab-reader-{digest}",

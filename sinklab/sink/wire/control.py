@@ -28,7 +28,7 @@ from sinklab.sink.wire.offsets import Offsets, from_property, to_property
 from sinklab.sink.wire.topics import TopicReader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     import pandas as pd
     from confluent_kafka import Message
@@ -238,15 +238,16 @@ def log_frame(events: Iterable[ControlEvent]) -> pd.DataFrame:
     return frame.astype({"duration_ms": "int64"})
 
 
-def read_control_log(bootstrap_servers: str, topic: str = CONTROL_TOPIC, sink: str | None = None,
+def read_control_log(kafka: str | Mapping[str, Any], topic: str = CONTROL_TOPIC, sink: str | None = None,
                      timeout: float = 10.0, idle_s: float = 1.0,
                      also: Callable[[list[Message]], list[ControlEvent]] | None = None) -> pd.DataFrame:
     """Every event committed on the control topic (of one sink) by the time nothing new arrives for
     ``idle_s``, one row per event (``log_frame``); ``also`` reads other writers' records as events
     (``apache.log``). It does not wait out an open transaction: one that a killed sink left stays open
-    until the broker aborts it (its transaction.timeout.ms, 60 s and more)."""
+    until the broker aborts it (its transaction.timeout.ms, 60 s and more). ``kafka``: a bootstrap address,
+    or client settings (a stack's ``kafka_config()``)."""
     events: list[ControlEvent] = []
-    with TopicReader(bootstrap_servers, topic) as reader:
+    with TopicReader(kafka, topic) as reader:
         for batch in reader.read(timeout=timeout, idle_s=idle_s):
             events.extend(events_of(batch, sink))
             events.extend(also(batch) if also is not None else ())
@@ -263,9 +264,8 @@ def apache_groups(kafka_conf: dict[str, Any], topic: str, tail: int = APACHE_TAI
     each partition of ``topic`` (``kafka_conf``: the client settings, bootstrap servers and security):
     empty when none are, or the topic does not exist."""
     # Uncommitted too: an Apache event in an open transaction is still Apache's.
-    conf = {**{k: v for k, v in kafka_conf.items() if k != "bootstrap.servers"}, "isolation.level": "read_uncommitted"}
     groups: set[str] = set()
-    with TopicReader(kafka_conf["bootstrap.servers"], topic, tail=tail, **conf) as reader:
+    with TopicReader(kafka_conf, topic, tail=tail, **{"isolation.level": "read_uncommitted"}) as reader:
         for batch in reader.read(timeout=timeout, idle_s=1.0):
             groups.update(g for m in batch if (g := _apache_event(m.value() or b"")) is not None)
     return groups

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sinklab.sink.wire.offsets import Offsets, TopicPartition
@@ -35,14 +35,17 @@ class TopicReader:
     """Reads ``topics`` to their end, and again later: each ``read()`` continues where the last one
     stopped, and a partition that appears later is read from its beginning. Close it (or use ``with``)."""
 
-    def __init__(self, bootstrap_servers: str, topics: str | Iterable[str], tail: int | None = None,
+    def __init__(self, kafka: str | Mapping[str, Any], topics: str | Iterable[str], tail: int | None = None,
                  start: Offsets | None = None, **conf: Any):
+        """``kafka``: a bootstrap address, or client settings (bootstrap servers and security, librdkafka's
+        names); ``conf``: more of them."""
         from confluent_kafka import Consumer
 
-        self.bootstrap_servers = bootstrap_servers
+        settings = {"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka)
+        self.bootstrap_servers = str(settings["bootstrap.servers"])
         self.topics = [topics] if isinstance(topics, str) else list(topics)
         self._consumer: Any = Consumer({
-            "bootstrap.servers": bootstrap_servers, "group.id": f"sinklab-read-{uuid.uuid4().hex}",
+            **settings, "group.id": f"sinklab-read-{uuid.uuid4().hex}",
             "isolation.level": "read_committed",
             # It commits nothing: neither group offsets nor (work per message) a stored offset.
             "enable.auto.commit": False, "enable.auto.offset.store": False,

@@ -1,0 +1,103 @@
+"""The secure stack's catalog door (``sinklab.stack.catalog_auth``) in front of a stand-in catalog server:
+tokens by client credentials and by exchange, a request with no token, a foreign or an expired one refused
+(401, 419), a valid one passed through with the body and the headers as the server answered them. The
+whole door in front of Apache's server, with Spark's and pyiceberg's clients, runs in test_secure_stack.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+
+from sinklab.stack import catalog_auth
+from sinklab.stack.process import free_port
+
+
+class Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *_: object) -> None:
+        return
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(b"")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+    def _answer(self, body: bytes) -> None:
+        data = json.dumps({"path": self.path, "method": self.command, "body": body.decode(),
+                           "authorization": self.headers.get("Authorization")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Upstream", "yes")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture()
+def door() -> Iterator[tuple[str, catalog_auth.Tokens]]:
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    tokens = catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=1.0)
+    port = free_port()
+    server = catalog_auth.serve(port, upstream.server_address[1], tokens)
+    try:
+        yield f"http://127.0.0.1:{port}", tokens
+    finally:
+        server.shutdown()
+        server.server_close()
+        upstream.shutdown()
+        upstream.server_close()
+
+
+def token(url: str, **form: str) -> requests.Response:
+    return requests.post(f"{url}/v1/oauth/tokens", data=form, timeout=5)
+
+
+def test_client_credentials_get_a_token_that_opens_the_catalog(door: tuple[str, catalog_auth.Tokens]) -> None:
+    url, _ = door
+    answer = token(url, grant_type="client_credentials", client_id="sinklab", client_secret="s3cret-xyz",
+                   scope="catalog")
+    assert answer.status_code == 200
+    issued = answer.json()
+    assert issued["token_type"] == "bearer" and issued["expires_in"] == 1 and len(issued["access_token"]) > 30
+    reply = requests.post(f"{url}/v1/namespaces?x=1", json={"namespace": ["a"]}, timeout=5,
+                          headers={"Authorization": f"Bearer {issued['access_token']}"})
+    assert reply.status_code == 200 and reply.headers["X-Upstream"] == "yes"
+    seen = reply.json()
+    assert (seen["method"], seen["path"]) == ("POST", "/v1/namespaces?x=1")
+    assert json.loads(seen["body"]) == {"namespace": ["a"]}
+    assert seen["authorization"] == f"Bearer {issued['access_token']}"
+
+
+def test_no_token_a_foreign_one_or_a_wrong_secret_is_refused(door: tuple[str, catalog_auth.Tokens]) -> None:
+    url, _ = door
+    for headers in ({}, {"Authorization": "Bearer not-one-of-ours"}, {"Authorization": "Basic c2lua2xhYjp4"}):
+        refused = requests.get(f"{url}/v1/config", headers=headers, timeout=5)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["type"] == "NotAuthorizedException"
+    wrong = token(url, grant_type="client_credentials", client_id="sinklab", client_secret="guess")
+    assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+    assert "s3cret-xyz" not in wrong.text
+    assert token(url, grant_type="password", username="x").status_code == 400
+
+
+def test_an_expired_token_is_told_apart_and_a_valid_one_exchanged(door: tuple[str, catalog_auth.Tokens]) -> None:
+    url, _ = door
+    first = token(url, grant_type="client_credentials", client_id="sinklab", client_secret="s3cret-xyz").json()
+    exchanged = token(url, grant_type=catalog_auth.TOKEN_EXCHANGE, subject_token=first["access_token"],
+                      subject_token_type=catalog_auth.ACCESS_TOKEN_TYPE)
+    assert exchanged.status_code == 200 and exchanged.json()["access_token"] != first["access_token"]
+    time.sleep(1.2)
+    expired = requests.get(f"{url}/v1/config", headers={"Authorization": f"Bearer {first['access_token']}"},
+                           timeout=5)
+    assert expired.status_code == 419 and expired.json()["error"]["code"] == 419
+    # An expired token is exchanged for nothing: the client logs in again.
+    assert token(url, grant_type=catalog_auth.TOKEN_EXCHANGE, subject_token=first["access_token"]).status_code == 401

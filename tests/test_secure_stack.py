@@ -1,0 +1,132 @@
+"""The embedded stack with security on (``Stack.embedded(secure=True)``): a broker that asks every client for a
+password over TLS, and what sinklab does with it: the pizza pipeline through it (the sink's consumer,
+transactional producer and admin, Spark's Kafka source, the generators, the readings), a connector's Java
+settings translated, and each refusal (a wrong password, no TLS, an untrusted CA, a login without grants)
+a named error that commits nothing, after which the right credentials pick up exactly where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import order_ids, sink_config
+
+from sinklab.exceptions import EXIT_DENIED, AccessDenied
+from sinklab.generators import PizzaGenerator
+from sinklab.readings import consumer_lag, control_log, record_times
+from sinklab.security import properties
+from sinklab.sink import IcebergSink
+from sinklab.stack import Stack, tls
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("secure")]
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with Stack.embedded(tmp_path_factory.mktemp("secure"), secure=True, connect=False) as s:
+        yield s
+
+
+def passwords(stack: Stack) -> dict[str, str]:
+    assert stack.workdir is not None
+    return properties((stack.workdir / tls.SECRETS_FILE).read_text())
+
+
+def test_stack_json_names_every_secret_by_reference(secure: Stack, tmp_path: Path) -> None:
+    text = secure.write(tmp_path / "stack.json").read_text()
+    for name, password in passwords(secure).items():
+        assert password not in text, name
+    info = json.loads(text)
+    assert info["secure"] is True
+    security = info["kafka_security"]
+    assert security["security.protocol"] == "SASL_SSL" and security["sasl.username"] == tls.KAFKA_USER
+    assert security["sasl.password"].startswith("${file:") and security["sasl.password"].endswith(":kafka.sinklab}")
+    assert secure.workdir is not None
+    for private in (tls.SECRETS_FILE, tls.BROKER_PEM):
+        assert stat.S_IMODE(os.stat(secure.workdir / private).st_mode) == 0o600, private
+    # The broker's own config names its password by reference too.
+    server = (secure.workdir / "broker" / "server.properties").read_text()
+    assert passwords(secure)["kafka.admin"] not in server and "${file:" in server
+
+
+def test_the_pizza_pipeline_runs_on_a_broker_that_asks_for_a_password(secure: Stack, unique: str) -> None:
+    secure.create_topic(unique, partitions=2)
+    PizzaGenerator(seed=3).produce(secure, unique, count=500, partitions=2).wait()
+    sink = IcebergSink(secure, sink_config(unique))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.records == 500
+    assert len(set(order_ids(secure, f"{unique}.pizzas"))) == 500
+    # The workbench's readers log in as the stack says.
+    assert len(record_times(secure, unique)) == 500
+    lag = consumer_lag(secure, f"connect-sink-{unique}", unique)
+    assert int(lag["lag"].sum()) == 0 and int(lag["committed"].sum()) == 500
+    log = control_log(secure, sink=f"sink-{unique}")
+    assert list(log.loc[log["type"] == "commit-complete", "commit_id"]) == [result.commit_id]
+
+
+def test_a_connectors_java_settings_log_in_as_written(secure: Stack, unique: str) -> None:
+    """A published config's consumer.override.* keys are Java's (a JAAS config, a PEM truststore): the sink's
+    librdkafka clients and Spark's Java one both log in with them."""
+    assert secure.workdir is not None
+    password = tls.reference(secure.workdir, "kafka.sinklab")
+    PizzaGenerator(seed=4).produce(secure, unique, count=300, partitions=2).wait()
+    config = sink_config(unique, **{
+        "consumer.override.security.protocol": "SASL_SSL",
+        "consumer.override.sasl.mechanism": "SCRAM-SHA-256",
+        "consumer.override.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                              f'username="{tls.KAFKA_USER}" password="{password}";',
+        "consumer.override.ssl.truststore.type": "PEM",
+        "consumer.override.ssl.truststore.location": str(secure.workdir / tls.CA_FILE),
+    })
+    sink = IcebergSink(secure, config)
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.records == 300
+
+
+@pytest.mark.parametrize("override, refused", [
+    ({"consumer.override.sasl.password": "not-the-password-4711"}, "login"),
+    ({"consumer.override.security.protocol": "SASL_PLAINTEXT"}, "tls"),
+    ({"consumer.override.ssl.ca.location": "OTHER_CA"}, "tls"),
+], ids=["wrong-password", "no-tls", "untrusted-ca"])
+def test_a_refused_connection_is_named_commits_nothing_and_the_right_one_resumes(
+        secure: Stack, unique: str, tmp_path: Path, override: dict[str, str], refused: str) -> None:
+    if override.get("consumer.override.ssl.ca.location") == "OTHER_CA":
+        other_ca, _ = tls.certificates(tmp_path / "other")
+        override = {"consumer.override.ssl.ca.location": str(other_ca)}
+    PizzaGenerator(seed=5).produce(secure, unique, count=200, partitions=2).wait()
+    with pytest.raises(AccessDenied) as e:
+        IcebergSink(secure, sink_config(unique, **override)).run_once()
+    assert (e.value.service, e.value.refused, e.value.address) == ("kafka", refused, secure.bootstrap_servers)
+    assert e.value.exit_code == EXIT_DENIED and e.value.sink == f"sink-{unique}"
+    for password in [*passwords(secure).values(), "not-the-password-4711"]:
+        assert password not in str(e.value)
+    assert not secure.catalog.table_exists(f"{unique}.pizzas")  # refused before anything was written
+    sink = IcebergSink(secure, sink_config(unique))
+    try:
+        result = sink.run_once()
+    finally:
+        sink.stop()
+    assert result is not None and result.records == 200
+    assert len(order_ids(secure, f"{unique}.pizzas")) == 200
+
+
+def test_a_login_without_grants_is_refused_naming_what(secure: Stack, unique: str) -> None:
+    assert secure.workdir is not None
+    PizzaGenerator(seed=6).produce(secure, unique, count=50, partitions=1).wait()
+    guest = {"consumer.override.sasl.username": tls.KAFKA_GUEST,
+             "consumer.override.sasl.password": tls.reference(secure.workdir, "kafka.guest")}
+    with pytest.raises(AccessDenied) as e:
+        IcebergSink(secure, sink_config(unique, **guest)).run_once()
+    assert e.value.service == "kafka" and e.value.refused in ("topic", "group", "transactional-id", "cluster")
+    assert e.value.resource is not None or e.value.refused == "cluster"
+    assert e.value.resource is None or e.value.resource in str(e.value)
