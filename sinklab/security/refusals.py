@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,30 +55,32 @@ def probe(settings: Mapping[str, Any], timeout_s: float, sink: str | None = None
     from confluent_kafka.admin import AdminClient
 
     errors: list[KafkaError] = []
-    seen = threading.Event()
-
-    def on_error(err: KafkaError) -> None:
-        errors.append(err)
-        if refused(err) is not None:
-            seen.set()
-
     conf = {k: v for k, v in settings.items() if k not in ("logger", "error_cb")}
-    admin = AdminClient({**conf, "error_cb": on_error, "log_level": 0, "socket.timeout.ms": int(timeout_s * 1000)})
-    try:
-        admin.list_topics(timeout=timeout_s)
-        return
-    except KafkaException as exc:
-        errors.append(exc.args[0])
-    finally:
-        admin.poll(0)  # delivers the errors the attempt met
-    for err in errors:
-        found = denied(err, settings, sink=sink)
-        if found is not None:
-            raise found
+    admin = AdminClient({**conf, "error_cb": errors.append, "log_level": 0,
+                         "socket.timeout.ms": int(timeout_s * 1000)})
     protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
-    if "SSL" not in protocol and (address := _speaks_tls(str(settings.get("bootstrap.servers", "")))):
-        raise AccessDenied("kafka", address, "tls", f"the listener speaks TLS and this client does not "
-                           f"(security.protocol={protocol}): give SSL or SASL_SSL and the CA it trusts", sink=sink)
+    tls_asked = "SSL" in protocol
+    # In steps: a refused login never answers the metadata request, it is reported to error_cb (by poll).
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            errors.append(exc.args[0])
+        admin.poll(0)
+        for err in errors:
+            if (found := denied(err, settings, sink=sink)) is not None:
+                raise found
+        # A TLS listener drops a client that speaks no TLS, as a broker that is down would: asked once.
+        if not tls_asked:
+            tls_asked = True
+            if address := _speaks_tls(str(settings.get("bootstrap.servers", ""))):
+                raise AccessDenied("kafka", address, "tls", f"the listener speaks TLS and this client does not "
+                                   f"(security.protocol={protocol}): give SSL or SASL_SSL and the CA it trusts",
+                                   sink=sink)
+        if time.monotonic() >= deadline:
+            break
     last = errors[-1].str() if errors else "no answer"
     raise KafkaUnavailable(f"kafka at {settings.get('bootstrap.servers')} did not answer within {timeout_s:.0f}s "
                            f"({last})", sink=sink)

@@ -92,13 +92,19 @@ class Channel:
             "transaction.timeout.ms": max(60_000, 2 * config.commit_timeout_ms),
         })
         try:
-            # A newer instance's init fences every older one with the same transactional id.
-            self._txn("init_transactions", 30, self.producer.init_transactions, 30)
-        except KafkaException as exc:
-            raise self._fenced_or(exc, "(starting)") from exc
-        self._ensure_topic(config.control_topic)
-        if config.dlq_topic:
-            self._ensure_topic(config.dlq_topic)
+            try:
+                # A newer instance's init fences every older one with the same transactional id.
+                self._txn("init_transactions", 30, self.producer.init_transactions, 30)
+            except KafkaException as exc:
+                raise self._fenced_or(exc, "(starting)") from exc
+            self._ensure_topic(config.control_topic)
+            if config.dlq_topic:
+                self._ensure_topic(config.dlq_topic)
+        except BaseException:
+            # A channel that never started keeps no client reconnecting (its producer may be fatal: no flush).
+            self.group.close()
+            del self.producer
+            raise
 
     def close(self) -> None:
         self.group.close()
