@@ -45,7 +45,7 @@ class Upstream(BaseHTTPRequestHandler):
 def door() -> Iterator[tuple[str, catalog_auth.Tokens]]:
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    tokens = catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=1.0)
+    tokens = catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=1.5)
     port = free_port()
     server = catalog_auth.serve(port, upstream.server_address[1], tokens)
     try:
@@ -95,9 +95,33 @@ def test_an_expired_token_is_told_apart_and_a_valid_one_exchanged(door: tuple[st
     exchanged = token(url, grant_type=catalog_auth.TOKEN_EXCHANGE, subject_token=first["access_token"],
                       subject_token_type=catalog_auth.ACCESS_TOKEN_TYPE)
     assert exchanged.status_code == 200 and exchanged.json()["access_token"] != first["access_token"]
-    time.sleep(1.2)
+    time.sleep(1.7)
     expired = requests.get(f"{url}/v1/config", headers={"Authorization": f"Bearer {first['access_token']}"},
                            timeout=5)
     assert expired.status_code == 419 and expired.json()["error"]["code"] == 419
-    # An expired token is exchanged for nothing: the client logs in again.
+    # An expired token is exchanged for nothing, unless the client's credentials come with it (Basic).
     assert token(url, grant_type=catalog_auth.TOKEN_EXCHANGE, subject_token=first["access_token"]).status_code == 401
+    renewed = requests.post(f"{url}/v1/oauth/tokens", timeout=5, auth=("sinklab", "s3cret-xyz"), data={
+        "grant_type": catalog_auth.TOKEN_EXCHANGE, "subject_token": first["access_token"]})
+    assert renewed.status_code == 200 and renewed.json()["access_token"]
+    assert requests.post(f"{url}/v1/oauth/tokens", timeout=5, auth=("sinklab", "guess"), data={
+        "grant_type": catalog_auth.TOKEN_EXCHANGE, "subject_token": first["access_token"]}).status_code == 401
+
+
+def test_a_token_outlives_the_server_that_issued_it() -> None:
+    """Signed, not remembered: a catalog server started again (the same secret) takes the tokens its clients
+    hold; another secret's server takes none."""
+    issued = catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=60).issue()
+    assert catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=60).valid(issued)
+    other = catalog_auth.Tokens("sinklab", "another", lifetime_s=60)
+    assert not other.valid(issued) and not other.expired(issued)
+    forged = issued.rsplit(".", 1)[0].replace(issued.split(".", 1)[0], "9999999999000") + "." + "0" * 64
+    assert not catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=60).valid(forged)
+
+
+def test_a_token_is_valid_to_its_last_millisecond() -> None:
+    short = catalog_auth.Tokens("sinklab", "s3cret-xyz", lifetime_s=0.3)
+    assert all(short.valid(short.issue()) for _ in range(20))
+    issued = short.issue()
+    time.sleep(0.35)
+    assert short.expired(issued) and not short.valid(issued)

@@ -158,7 +158,7 @@ def test_a_login_without_grants_is_refused_naming_what(secure: Stack, unique: st
 
 
 def test_the_catalog_asks_for_a_token_and_one_that_expires_mid_run_is_renewed(secure: Stack, unique: str) -> None:
-    """The catalog answers nobody without a bearer token; its tokens expire (here every 2 s) and the
+    """The catalog answers nobody without a bearer token; its tokens expire (here every 3 s) and the
     sink's clients (Spark's Iceberg catalog, pyiceberg) get new ones as they go: no cycle fails on one."""
     import time
 
@@ -170,7 +170,7 @@ def test_the_catalog_asks_for_a_token_and_one_that_expires_mid_run_is_renewed(se
     assert secure.workdir is not None and secure._catalog_server is not None
     old = secure._catalog_server
     old.stop()
-    short = EmbeddedCatalog(secure.workdir, port=old.port, secure=True, token_lifetime_s=2)
+    short = EmbeddedCatalog(secure.workdir, port=old.port, secure=True, token_lifetime_s=3)
     secure._catalog_server = short
     short.start()
     sink = IcebergSink(secure, sink_config(unique))
@@ -179,7 +179,7 @@ def test_the_catalog_asks_for_a_token_and_one_that_expires_mid_run_is_renewed(se
             PizzaGenerator(seed=10 + round_).produce(secure, unique, count=100, partitions=1).wait()
             result = sink.run_once()
             assert result is not None and result.records == 100
-            time.sleep(3)  # every token either client holds has expired
+            time.sleep(4)  # every token either client holds has expired
         assert len(order_ids(secure, f"{unique}.pizzas")) == 300
     finally:
         sink.stop()

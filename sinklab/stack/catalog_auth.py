@@ -4,8 +4,9 @@ token to any client that asks).
 
 - ``POST /v1/oauth/tokens`` (the REST spec's endpoint, where Iceberg's Java client, pyiceberg and Spark ask
   by default): ``client_credentials`` with the stack's client id and secret, or a ``token-exchange`` of a
-  token still valid (how Iceberg's Java client renews one before it expires), answers a bearer token that
-  expires in ``lifetime_s``; anything else 401 (OAuth2's ``invalid_client``).
+  token still valid (how Iceberg's Java client renews one before it expires) or with the client's
+  credentials in a Basic header (how it renews one that expired first), answers a bearer token that expires
+  in ``lifetime_s``; anything else 401 (OAuth2's ``invalid_client``).
 - Any other request: with ``Authorization: Bearer <a token issued and not expired>`` it goes to the catalog
   server (on a loopback port of its own); with a token that expired, 419 (the REST spec's "credentials have
   timed out", which pyiceberg answers by getting a new token and asking again); without one, or with one
@@ -16,6 +17,8 @@ catalog a few questions, and the answers pass through unread."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import http.client
 import json
@@ -23,7 +26,7 @@ import secrets
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 TOKENS_PATH = "/v1/oauth/tokens"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -33,29 +36,39 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
 
 
 class Tokens:
-    """The bearer tokens issued, each valid until it expires (and known as expired for a day after)."""
+    """Bearer tokens signed with a key made from the client's secret (its expiry, a nonce, an HMAC): valid
+    until they expire, told apart from tokens never issued after that, and still valid after the catalog
+    server restarts (as a JWT is), so that a client holding one keeps working."""
 
     def __init__(self, client_id: str, client_secret: str, lifetime_s: float):
         self.client_id, self._secret, self.lifetime_s = client_id, client_secret, lifetime_s
-        self._expires: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self._key = hashlib.sha256(f"sinklab-catalog-tokens:{client_secret}".encode()).digest()
 
     def issue(self) -> str:
-        token = secrets.token_urlsafe(32)
-        with self._lock:
-            now = time.monotonic()
-            self._expires = {t: e for t, e in self._expires.items() if e > now - 86_400}
-            self._expires[token] = now + self.lifetime_s
-        return token
+        body = f"{int((time.time() + self.lifetime_s) * 1000)}.{secrets.token_urlsafe(16)}"  # expiry in epoch ms
+        return f"{body}.{self._sign(body)}"
+
+    def _expiry(self, token: str) -> float | None:
+        """When ``token`` expires (epoch seconds), if it was issued with this key."""
+        body, _, signature = token.rpartition(".")
+        if not body or not hmac.compare_digest(signature, self._sign(body)):
+            return None
+        try:
+            return int(body.split(".", 1)[0]) / 1000
+        except ValueError:
+            return None
+
+    def _sign(self, body: str) -> str:
+        return hmac.new(self._key, body.encode(), hashlib.sha256).hexdigest()
 
     def valid(self, token: str) -> bool:
-        with self._lock:
-            return self._expires.get(token, 0.0) > time.monotonic()
+        expires = self._expiry(token)
+        return expires is not None and expires > time.time()
 
     def expired(self, token: str) -> bool:
-        """Issued here, and no longer valid."""
-        with self._lock:
-            return 0.0 < self._expires.get(token, 0.0) <= time.monotonic()
+        """Issued with this key, and no longer valid."""
+        expires = self._expiry(token)
+        return expires is not None and expires <= time.time()
 
     def client(self, client_id: str, client_secret: str) -> bool:
         return hmac.compare_digest(client_id, self.client_id) and hmac.compare_digest(client_secret, self._secret)
@@ -109,7 +122,9 @@ def serve(port: int, upstream_port: int, tokens: Tokens, host: str = "127.0.0.1"
             if grant == "client_credentials":
                 ok = tokens.client(form.get("client_id", ""), form.get("client_secret", ""))
             elif grant == TOKEN_EXCHANGE:
-                ok = tokens.valid(form.get("subject_token", ""))
+                # A valid token for a new one; or, as Iceberg's Java client renews a token that expired before
+                # its refresh ran, any token with the client's credentials in a Basic header.
+                ok = tokens.valid(form.get("subject_token", "")) or self._basic_client()
             else:
                 self._json(400, {"error": "unsupported_grant_type", "error_description": f"grant_type {grant!r}"})
                 return
@@ -119,6 +134,14 @@ def serve(port: int, upstream_port: int, tokens: Tokens, host: str = "127.0.0.1"
                 return
             self._json(200, {"access_token": tokens.issue(), "token_type": "bearer",
                              "expires_in": int(tokens.lifetime_s), "issued_token_type": ACCESS_TOKEN_TYPE})
+
+        def _basic_client(self) -> bool:
+            scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+            try:
+                client_id, _, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                return False
+            return scheme.lower() == "basic" and tokens.client(unquote(client_id), unquote(secret))
 
         def _forward(self, body: bytes) -> None:
             conn = http.client.HTTPConnection(host, upstream_port, timeout=120)
