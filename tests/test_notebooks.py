@@ -148,6 +148,24 @@ def test_notebook_runs_and_shows_figures_on_a_stack_of_its_own(path: Path, tmp_p
     shutil.copy(run_notebook(path, tmp_path, kernel, {}), executed / path.name)
 
 
+@pytest.mark.spark
+@pytest.mark.xdist_group("notebooks")
+def test_notebook_01_runs_on_the_secure_stack_with_one_parameter_and_shows_no_secret(tmp_path: Path,
+                                                                                   kernel: str) -> None:
+    """``secure=True``: the same story with Kafka on SASL_SSL, the catalog behind OAuth2 and Connect behind
+    a password; none of the stack's secrets is in any output."""
+    from sinklab.security import properties
+    from sinklab.stack import tls
+
+    [path] = [p for p in NOTEBOOKS if p.stem == "01-pizzas-on-ice"]
+    out = run_notebook(path, tmp_path, kernel, {"secure": True})
+    secrets = properties((tmp_path / "stack" / tls.SECRETS_FILE).read_text())
+    assert set(secrets) == set(tls.PASSWORDS)
+    text = out.read_text()
+    for name, secret in secrets.items():
+        assert secret not in text, f"{name} in an output of {path.name}"
+
+
 def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object]) -> Path:
     import papermill
 

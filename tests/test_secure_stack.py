@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("secure")]
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with Stack.embedded(tmp_path_factory.mktemp("secure"), secure=True, connect=False) as s:
+    with Stack.embedded(tmp_path_factory.mktemp("secure"), secure=True) as s:
         yield s
 
 
@@ -186,3 +186,121 @@ def test_the_catalog_asks_for_a_token_and_one_that_expires_mid_run_is_renewed(se
         short.stop()
         secure._catalog_server = old
         old.start()
+
+
+def test_no_secret_is_written_anywhere_the_story_leaves_a_trace(secure: Stack, unique: str, tmp_path: Path) -> None:
+    """The pizza story on the secure stack, with a connector config that carries a literal password (as
+    published configs do) and bad records: dead letters to a topic and a table, a replay, a fresh read, the
+    frames, `sink status`, the Connect API's answers, a refused login's error. Then every place the issue
+    names is searched for every secret the stack has: logs, errors, status, table properties and snapshot
+    summaries, control events, dead letters (table rows, topic records and headers), Connect's answers."""
+    import requests
+    from confluent_kafka import Producer
+
+    from sinklab import fresh
+    from sinklab.connect.report import format_reports, sink_reports
+    from sinklab.readings import commits
+    from sinklab.sink.config.keys import CONTROL_TOPIC
+    from sinklab.sink.wire import TopicReader
+
+    secrets = passwords(secure)
+    assert secure.workdir is not None and secure.info.connect_url is not None
+    name = f"sink-{unique}"
+    config = sink_config(unique, **{
+        "consumer.override.sasl.password": secrets["kafka.sinklab"],  # a literal, as in a published config
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": f"{unique}-dlq",
+        "errors.deadletterqueue.context.headers.enable": "true",
+        "errors.deadletterqueue.table.name": f"{unique}.dead_letters"})
+    secure.create_topic(unique, partitions=1)
+    PizzaGenerator(seed=20).produce(secure, unique, count=100, partitions=1).wait()
+    producer = Producer(secure.kafka_config())
+    producer.produce(unique, b'{"order_id": "broken"', b"bad-key")  # malformed: a dead letter
+    assert producer.flush(30) == 0
+    traces: dict[str, str] = {}
+    sink = IcebergSink(secure, config)
+    try:
+        result = sink.run_once()
+        assert result is not None and result.records == 101
+        traces["replay"] = repr(sink.replay())
+        traces["sink status"] = format_reports(sink_reports(secure, [name]))
+    finally:
+        sink.stop()
+    assert len(order_ids(secure, f"{unique}.pizzas")) == 100
+    traces["fresh read"] = repr(fresh.read(secure, f"{unique}.pizzas", config).df.collect())
+    traces["frames"] = commits(secure, sink=name).to_csv()
+    with pytest.raises(AccessDenied) as refused:
+        IcebergSink(secure, sink_config(unique, **{"consumer.override.sasl.password": "nope-123"})).run_once()
+    traces["error"] = str(refused.value) + repr(refused.value.__dict__)
+
+    # Connect's answers, for a connector created with the literal password (stopped: it need not run).
+    auth = secure.info.connect_auth()
+    url = secure.info.connect_url
+    made = requests.post(f"{url}/connectors", auth=auth, timeout=30, json={
+        "name": f"{name}-c", "config": {**config["config"], "connector.class": "org.apache.iceberg.connect."
+                                        "IcebergSinkConnector"}, "initial_state": "STOPPED"})
+    assert made.status_code == 201, made.text
+    assert requests.get(f"{url}/connectors", timeout=10).status_code == 401  # no login, no answer
+    for path in (f"/connectors/{name}-c/config", f"/connectors/{name}-c", f"/connectors/{name}-c/status",
+                 "/connectors?expand=info&expand=status"):
+        answer = requests.get(f"{url}{path}", auth=auth, timeout=10)
+        assert answer.ok, answer.text
+        traces[f"GET {path}"] = answer.text
+    assert "[hidden]" in traces[f"GET /connectors/{name}-c/config"]
+    requests.delete(f"{url}/connectors/{name}-c", auth=auth, timeout=30)
+
+    for table in ("pizzas", "dead_letters"):
+        loaded = secure.catalog.load_table((unique, table))
+        traces[f"{table} properties"] = json.dumps(loaded.properties)
+        traces[f"{table} snapshots"] = json.dumps([dict(s.summary.additional_properties) for s in
+                                                   loaded.metadata.snapshots if s.summary])
+    traces["dead-letter table"] = repr(secure.spark.table(f"sinklab.{unique}.dead_letters").collect())
+    for topic in (CONTROL_TOPIC, f"{unique}-dlq"):
+        with TopicReader(secure.kafka_config(), topic) as reader:
+            traces[f"topic {topic}"] = repr([(m.key(), m.value(), m.headers()) for batch in reader.read(idle_s=1.0)
+                                             for m in batch])
+    assert "broken" in traces[f"topic {unique}-dlq"] and "broken" in traces["dead-letter table"]
+    # Every log the stack's processes and this process's clients wrote, and the tables' metadata files.
+    for path in [*(secure.workdir / "logs").rglob("*"), *secure.workdir.rglob("*.metadata.json"),
+                 *secure.workdir.rglob("*.log")]:
+        if path.is_file():
+            traces[str(path)] = path.read_text(errors="replace")
+    for secret_name, secret in [*secrets.items(), ("literal", "nope-123")]:
+        for where, text in traces.items():
+            assert secret not in text, f"{secret_name} in {where}"
+
+
+def test_apaches_sink_runs_on_the_secure_stack_and_sinklab_takes_its_connector_over(secure: Stack,
+                                                                                   unique: str) -> None:
+    """Apache's sink 1.12 in a Connect worker logs in as the stack says (SASL_SSL through the worker's config
+    providers, the catalog's OAuth2 client credentials by reference); sinklab takes the connector over
+    under its name, and every record is in the table once."""
+    import time
+    from collections import Counter
+
+    from sinklab.stack.apache_sink import ConnectWorker, connector_config, scratch_dir
+
+    secure.create_topic(unique, partitions=2)
+    PizzaGenerator(seed=30).produce(secure, unique, count=200, partitions=2).wait()
+    config = sink_config(unique)
+    name, table = config["name"], f"{unique}.pizzas"
+    with ConnectWorker(secure, scratch_dir(secure)) as worker:
+        theirs = connector_config(secure, name, unique, table, interval_ms=1000, tasks=1)
+        theirs["iceberg.tables.auto-create-enabled"] = "true"
+        worker.add(theirs)
+        assert "${file:" in theirs["iceberg.catalog.credential"]  # resolved by the worker, not written
+        deadline = time.monotonic() + 180
+        while not (secure.catalog.table_exists(table) and
+                   secure.catalog.load_table(table).scan().to_arrow().num_rows == 200):
+            worker.check(name)
+            assert time.monotonic() < deadline, "Apache's sink did not commit the 200 records"
+            time.sleep(0.5)
+        worker.remove(name)
+    PizzaGenerator(seed=31).produce(secure, unique, count=100, partitions=2).wait()
+    sink = IcebergSink(secure, config)
+    try:
+        for _ in range(3):
+            sink.run_once()
+    finally:
+        sink.stop()
+    counts = Counter(order_ids(secure, table))
+    assert len(counts) == 300 and set(counts.values()) == {1}

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from sinklab.exceptions import ComposeNotRunning, ProcessError
-from sinklab.security import librdkafka_settings, resolve_all
+from sinklab.exceptions import AccessDenied, ComposeNotRunning, ProcessError
+from sinklab.security import is_secret, librdkafka_settings, resolve_all, scrub
 from sinklab.stack import jvm_archive
 from sinklab.stack.broker import EmbeddedBroker
 from sinklab.stack.catalog import EmbeddedCatalog
@@ -332,9 +332,18 @@ class Stack(StackSpark):
     def catalog(self) -> RestCatalog:
         """A pyiceberg client of the stack's REST catalog."""
         if self._catalog is None:
+            from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
+
             from sinklab.stack.catalog_client import rest_catalog
 
-            self._catalog = rest_catalog(self.info.catalog_name, self.catalog_properties())
+            properties = self.catalog_properties()
+            try:
+                self._catalog = rest_catalog(self.info.catalog_name, properties)
+            except (OAuthError, UnauthorizedError, ForbiddenError) as exc:
+                # Refused, not away: trying again with the same credential would be refused again.
+                secrets = [part for k, v in properties.items() if is_secret(k) for part in (v, v.partition(":")[2])]
+                raise AccessDenied("catalog", self.info.catalog_uri, "login", scrub(str(exc), secrets)
+                                   + "; check the catalog's credential (client id and secret) or token") from None
         return self._catalog
 
     def client_logger(self) -> logging.Logger:
