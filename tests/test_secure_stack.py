@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import order_ids, sink_config
+from helpers import once, order_ids, sink_config
 
 from sinklab.exceptions import EXIT_DENIED, AccessDenied
 from sinklab.generators import PizzaGenerator
@@ -56,12 +56,8 @@ def test_stack_json_names_every_secret_by_reference(secure: Stack, tmp_path: Pat
 def test_the_pizza_pipeline_runs_on_a_broker_that_asks_for_a_password(secure: Stack, unique: str) -> None:
     secure.create_topic(unique, partitions=2)
     PizzaGenerator(seed=3).produce(secure, unique, count=500, partitions=2).wait()
-    sink = IcebergSink(secure, sink_config(unique))
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None and result.records == 500
+    result = once(secure, sink_config(unique))
+    assert result.records == 500
     assert len(set(order_ids(secure, f"{unique}.pizzas"))) == 500
     # The workbench's readers log in as the stack says.
     assert len(record_times(secure, unique)) == 500
@@ -85,12 +81,7 @@ def test_a_connectors_java_settings_log_in_as_written(secure: Stack, unique: str
         "consumer.override.ssl.truststore.type": "PEM",
         "consumer.override.ssl.truststore.location": str(secure.workdir / tls.CA_FILE),
     })
-    sink = IcebergSink(secure, config)
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None and result.records == 300
+    assert once(secure, config).records == 300
 
 
 @pytest.mark.parametrize("override, refused", [
@@ -111,12 +102,7 @@ def test_a_refused_connection_is_named_commits_nothing_and_the_right_one_resumes
     for password in [*passwords(secure).values(), "not-the-password-4711"]:
         assert password not in str(e.value)
     assert not secure.catalog.table_exists(f"{unique}.pizzas")  # refused before anything was written
-    sink = IcebergSink(secure, sink_config(unique))
-    try:
-        result = sink.run_once()
-    finally:
-        sink.stop()
-    assert result is not None and result.records == 200
+    assert once(secure, sink_config(unique)).records == 200
     assert len(order_ids(secure, f"{unique}.pizzas")) == 200
 
 
@@ -304,3 +290,54 @@ def test_apaches_sink_runs_on_the_secure_stack_and_sinklab_takes_its_connector_o
         sink.stop()
     counts = Counter(order_ids(secure, table))
     assert len(counts) == 300 and set(counts.values()) == {1}
+
+
+def test_a_wrong_catalog_secret_is_refused_named(secure: Stack) -> None:
+    info = secure.info.model_copy(deep=True)
+    info.catalog_properties["credential"] = f"{tls.CATALOG_CLIENT_ID}:wrong-secret-5150"
+    with pytest.raises(AccessDenied) as e:
+        Stack(info).catalog  # noqa: B018 - the client logs in when it is made
+    assert (e.value.service, e.value.refused, e.value.address) == ("catalog", "login", secure.info.catalog_uri)
+    assert "wrong-secret-5150" not in str(e.value)
+
+
+def test_the_command_exits_8_on_a_refused_login_naming_it_without_the_secret(secure: Stack, unique: str,
+                                                                            tmp_path: Path) -> None:
+    from helpers import run_cli
+
+    PizzaGenerator(seed=40).produce(secure, unique, count=10, partitions=1).wait()
+    config = tmp_path / "sink.json"
+    config.write_text(json.dumps(sink_config(unique, **{"consumer.override.sasl.password": "wrong-pw-8675309"})))
+    done = run_cli("sink", "run", "--once", "--config", str(config), "--stack", str(secure.write(tmp_path / "s.json")))
+    assert done.returncode == EXIT_DENIED, done.stderr
+    assert f"kafka at {secure.bootstrap_servers} refused login" in done.stderr
+    assert "wrong-pw-8675309" not in done.stderr + done.stdout
+    help_text = run_cli("--help").stdout
+    assert "8" in help_text and "refused" in help_text
+
+
+def test_stack_up_secure_starts_it_and_says_how_to_log_in(tmp_path: Path) -> None:
+    from helpers import run_cli
+
+    from sinklab.stack import StackInfo, stop_recorded
+
+    workdir = tmp_path / "up"
+    up = run_cli("stack", "up", "--secure", "--workdir", str(workdir))
+    written = workdir / "stack.json"
+    info = StackInfo.model_validate_json(written.read_text()) if written.exists() else None
+    try:
+        assert up.returncode == 0, up.stderr
+        assert info is not None and info.secure and info.kafka_security["security.protocol"] == "SASL_SSL"
+        assert "kafka login        SASL_SSL SCRAM-SHA-256 as sinklab, password ${file:" in up.stdout
+        for secret in properties((workdir / tls.SECRETS_FILE).read_text()).values():
+            assert secret not in up.stdout + up.stderr + (workdir / "stack.json").read_text()
+        # A client of the stack.json logs in; one without it is refused.
+        from sinklab.security import probe
+
+        client = Stack.from_file(workdir / "stack.json")
+        probe(client.kafka_config(), 10)
+        with pytest.raises(AccessDenied):
+            probe({"bootstrap.servers": info.bootstrap_servers}, 10)
+    finally:
+        if info is not None:
+            stop_recorded(info)

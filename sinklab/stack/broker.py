@@ -166,36 +166,32 @@ class EmbeddedBroker:
                 "ssl.ca.location": str(self.workdir / tls.CA_FILE)}
 
     def properties(self) -> dict[str, str]:
-        if self.secure:
-            return self._secure_properties()
+        # Clients on one listener (SASL_SSL when secure, else PLAINTEXT), the controller on its own.
+        client = "SASL_SSL" if self.secure else "PLAINTEXT"
+        controller = "SASL_PLAINTEXT" if self.secure else "PLAINTEXT"
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": ",".join(f"{n}@{LOOPBACK}:{p}" for n, p in sorted(self.voters.items())),
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "listeners": f"{client}://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+            "advertised.listeners": f"{client}://{LOOPBACK}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": client,
+            "listener.security.protocol.map": f"{client}:{client},CONTROLLER:{controller}",
             "log.dirs": str(self.data_dir),
             **(SINGLE_NODE if len(self.voters) == 1 else REPLICATED),
+            **(self._security() if self.secure else {}),
         }
 
-    def _secure_properties(self) -> dict[str, str]:
+    def _security(self) -> dict[str, str]:
+        """The secure node's logins, certificates and ACLs; its passwords by reference (a file only its
+        owner reads), resolved by Kafka's FileConfigProvider."""
         ca, pem = tls.certificates(self.workdir)
         tls.passwords(self.workdir)
         secret = tls.reference(self.workdir, "kafka.admin")
         plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
                  f'username="{tls.KAFKA_ADMIN}" password="{secret}" user_{tls.KAFKA_ADMIN}="{secret}";')
         return {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": ",".join(f"{n}@{LOOPBACK}:{p}" for n, p in sorted(self.voters.items())),
-            "listeners": f"SASL_SSL://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
-            "advertised.listeners": f"SASL_SSL://{LOOPBACK}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "SASL_SSL",
-            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.mechanism.controller.protocol": "PLAIN",
@@ -213,8 +209,6 @@ class EmbeddedBroker:
             "allow.everyone.if.no.acl.found": "false",
             "config.providers": "file",
             "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
-            "log.dirs": str(self.data_dir),
-            **SINGLE_NODE,
         }
 
     def start(self, timeout: float = 90) -> None:
