@@ -82,7 +82,7 @@ def sink_reports(stack: Stack, names: list[str] | None = None, control_topic: st
     import pandas as pd
 
     # Apache's sink's connectors too: their commits, from its control topic, read as sinklab's (apache_log).
-    logs = {topic: read_log(stack.bootstrap_servers, topic) for topic in {control_topic, APACHE_CONTROL_TOPIC}}
+    logs = {topic: read_log(stack.kafka_config(), topic) for topic in {control_topic, APACHE_CONTROL_TOPIC}}
     log = pd.concat(logs.values(), ignore_index=True)
     on_apache = set(logs[APACHE_CONTROL_TOPIC]["sink"])
     connect = connect_statuses(stack.info.connect_url, auth=stack.info.connect_auth())
