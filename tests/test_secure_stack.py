@@ -292,13 +292,21 @@ def test_apaches_sink_runs_on_the_secure_stack_and_sinklab_takes_its_connector_o
     assert len(counts) == 300 and set(counts.values()) == {1}
 
 
-def test_a_wrong_catalog_secret_is_refused_named(secure: Stack) -> None:
-    info = secure.info.model_copy(deep=True)
-    info.catalog_properties["credential"] = f"{tls.CATALOG_CLIENT_ID}:wrong-secret-5150"
-    with pytest.raises(AccessDenied) as e:
-        Stack(info).catalog  # noqa: B018 - the client logs in when it is made
-    assert (e.value.service, e.value.refused, e.value.address) == ("catalog", "login", secure.info.catalog_uri)
-    assert "wrong-secret-5150" not in str(e.value)
+def test_a_wrong_catalog_secret_or_an_expired_token_is_refused_named(secure: Stack) -> None:
+    from sinklab.stack.catalog_auth import Tokens
+
+    wrong = secure.info.model_copy(deep=True)
+    wrong.catalog_properties["credential"] = f"{tls.CATALOG_CLIENT_ID}:wrong-secret-5150"
+    # A bearer token of the stack's own signing that has expired, given alone: nothing can renew it.
+    expired = Tokens(tls.CATALOG_CLIENT_ID, passwords(secure)["catalog.client-secret"], lifetime_s=-60).issue()
+    stale = secure.info.model_copy(deep=True)
+    stale.catalog_properties = {}
+    stale.catalog_token = expired
+    for info, secret in ((wrong, "wrong-secret-5150"), (stale, expired)):
+        with pytest.raises(AccessDenied) as e:
+            Stack(info).catalog  # noqa: B018 - the client logs in when it is made
+        assert (e.value.service, e.value.refused, e.value.address) == ("catalog", "login", secure.info.catalog_uri)
+        assert secret not in str(e.value)
 
 
 def test_the_command_exits_8_on_a_refused_login_naming_it_without_the_secret(secure: Stack, unique: str,

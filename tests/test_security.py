@@ -166,3 +166,22 @@ def test_settings_the_other_client_lacks_stay_behind() -> None:
                                "ssl.truststore.location": "/ca.pem", "ssl.enabled.protocols": "TLSv1.3",
                                "config.providers": "file"})
     assert rdk == {"bootstrap.servers": "h:1", "ssl.ca.location": "/ca.pem"}
+
+
+def test_a_connectors_login_is_read_where_kafka_connect_users_write_it(monkeypatch) -> None:
+    """``consumer.override.*`` and ``iceberg.kafka.*`` (every setting), ``producer.override.*`` and
+    ``admin.override.*`` (their login, where the others give none), over the stack's; references resolved."""
+    from sinklab.sink.config import load_config
+
+    monkeypatch.setenv("SINKLAB_TEST_KAFKA_PASSWORD", "from-env")
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+            'password="${env:SINKLAB_TEST_KAFKA_PASSWORD}";')
+    config = load_config({"name": "s", "config": {
+        "topics": "t", "iceberg.tables": "n.t", "producer.override.security.protocol": "SASL_SSL",
+        "producer.override.sasl.mechanism": "PLAIN", "producer.override.sasl.jaas.config": jaas,
+        "producer.override.acks": "1", "admin.override.ssl.ca.location": "/admin-ca.pem",
+        "consumer.override.ssl.ca.location": "/ca.pem", "iceberg.kafka.client.id": "me"}})
+    assert config.kafka_settings({"bootstrap.servers": "h:1", "security.protocol": "PLAINTEXT"}) == {
+        "bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "u",
+        "sasl.password": "from-env", "ssl.ca.location": "/ca.pem", "client.id": "me"}
+    assert "from-env" not in config.shareable() and "admin-ca" not in config.shareable()

@@ -332,18 +332,19 @@ class Stack(StackSpark):
     def catalog(self) -> RestCatalog:
         """A pyiceberg client of the stack's REST catalog."""
         if self._catalog is None:
-            from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
+            from pyiceberg.exceptions import AuthorizationExpiredError, ForbiddenError, OAuthError, UnauthorizedError
 
             from sinklab.stack.catalog_client import rest_catalog
 
             properties = self.catalog_properties()
             try:
                 self._catalog = rest_catalog(self.info.catalog_name, properties)
-            except (OAuthError, UnauthorizedError, ForbiddenError) as exc:
+            except (OAuthError, UnauthorizedError, ForbiddenError, AuthorizationExpiredError) as exc:
                 # Refused, not away: trying again with the same credential would be refused again.
                 secrets = [part for k, v in properties.items() if is_secret(k) for part in (v, v.partition(":")[2])]
                 raise AccessDenied("catalog", self.info.catalog_uri, "login", scrub(str(exc), secrets)
-                                   + "; check the catalog's credential (client id and secret) or token") from None
+                                   + "; check the catalog's credential (client id and secret) or token (one that "
+                                   "expired cannot be renewed without a credential)") from None
         return self._catalog
 
     def client_logger(self) -> logging.Logger:

@@ -51,6 +51,8 @@ ERRORS_LOG_ENABLE: Final = "errors.log.enable"
 ERRORS_RETRY_TIMEOUT: Final = "errors.retry.timeout"
 ERRORS_RETRY_DELAY_MAX_MS: Final = "errors.retry.delay.max.ms"
 CONSUMER_OVERRIDE_PREFIX: Final = "consumer.override."
+PRODUCER_OVERRIDE_PREFIX: Final = "producer.override."
+ADMIN_OVERRIDE_PREFIX: Final = "admin.override."
 AUTO_OFFSET_RESET: Final = CONSUMER_OVERRIDE_PREFIX + "auto.offset.reset"
 AUTO_OFFSET_RESET_DEFAULT: Final = "earliest"  # Connect's for a sink's consumer (Kafka's own is latest)
 
@@ -383,6 +385,12 @@ SINK_KEYS: tuple[Key, ...] = (
         doc="Where the sink starts on partitions its group has no offsets for."),
     Key(CONSUMER_OVERRIDE_PREFIX + "*", "STRING", "connect", "Kafka", field="kafka_properties",
         doc="Kafka client properties, as `iceberg.kafka.*`."),
+    Key(PRODUCER_OVERRIDE_PREFIX + "*", "STRING", "connect", "Kafka", field="producer_properties",
+        doc="Kafka Connect's settings of a sink's dead-letter producer. sinklab's clients share one set of "
+            "settings: of these it reads the login (`security.protocol`, `sasl.*`, `ssl.*`) where "
+            "`consumer.override.*` and `iceberg.kafka.*` give none (docs/production.md)."),
+    Key(ADMIN_OVERRIDE_PREFIX + "*", "STRING", "connect", "Kafka", field="producer_properties",
+        doc="Kafka Connect's settings of a sink's admin client: read as `producer.override.*` is."),
     Key(CONNECT_GROUP_ID, "STRING", "iceberg", "Kafka", field="group_id", importance="LOW",
         doc="The consumer group whose offsets each cycle commits in its Kafka transaction (default "
             "`connect-<name>`, Connect's own); not to be set under normal conditions."),

@@ -112,6 +112,8 @@ class SinkConfig(BaseModel):
     catalog_name: str = keys.CATALOG_DEFAULT
     catalog_properties: dict[str, str] = Field(default_factory=dict)
     kafka_properties: dict[str, str] = Field(default_factory=dict)
+    # producer.override.* and admin.override.*: only their login is read (``kafka_settings``).
+    producer_properties: dict[str, str] = Field(default_factory=dict)
     group_id: str = ""
     auto_offset_reset: Literal["earliest", "latest"] = keys.AUTO_OFFSET_RESET_DEFAULT
     schemas_enable: bool = False
@@ -191,8 +193,10 @@ class SinkConfig(BaseModel):
     def kafka_settings(self, stack: dict[str, Any]) -> dict[str, Any]:
         """The sink's Kafka client settings, in librdkafka's names, references resolved: the stack's
         (``Stack.kafka_config``), under this config's own (``iceberg.kafka.*``, ``consumer.override.*``,
-        in either client's names: a connector's are Java's)."""
-        return librdkafka_settings(resolve_all({**stack, **self.kafka_properties}))
+        in either client's names: a connector's are Java's), and the login of ``producer.override.*`` or
+        ``admin.override.*`` where those set none."""
+        login = {k: v for k, v in self.producer_properties.items() if k.startswith(_LOGIN)}
+        return librdkafka_settings(resolve_all({**stack, **login, **self.kafka_properties}))
 
     @property
     def transactional_id(self) -> str:
@@ -216,7 +220,8 @@ class SinkConfig(BaseModel):
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-PRIVATE_FIELDS = {"catalog_properties", "kafka_properties", "maintenance_keys", "notes"}
+PRIVATE_FIELDS = {"catalog_properties", "kafka_properties", "producer_properties", "maintenance_keys", "notes"}
+_LOGIN = ("security.protocol", "sasl.", "ssl.")  # a Kafka client's login settings, in either client's names
 
 
 def _bool(key: str, value: Any) -> bool:
