@@ -83,6 +83,9 @@ def test_no_token_a_foreign_one_or_a_wrong_secret_is_refused(door: tuple[str, ca
         refused = requests.get(f"{url}/v1/config", headers=headers, timeout=5)
         assert refused.status_code == 401
         assert refused.json()["error"]["type"] == "NotAuthorizedException"
+    basic = requests.post(f"{url}/v1/oauth/tokens", data={"grant_type": "client_credentials"}, timeout=5,
+                          auth=("sinklab", "s3cret-xyz"))
+    assert basic.status_code == 200 and basic.json()["access_token"]
     wrong = token(url, grant_type="client_credentials", client_id="sinklab", client_secret="guess")
     assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
     assert "s3cret-xyz" not in wrong.text

@@ -119,8 +119,8 @@ def serve(port: int, upstream_port: int, tokens: Tokens, host: str = "127.0.0.1"
         def _token(self, body: bytes) -> None:
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
             grant = form.get("grant_type", "")
-            if grant == "client_credentials":
-                ok = tokens.client(form.get("client_id", ""), form.get("client_secret", ""))
+            if grant == "client_credentials":  # the client's id and secret in the form, or in a Basic header
+                ok = tokens.client(form.get("client_id", ""), form.get("client_secret", "")) or self._basic_client()
             elif grant == TOKEN_EXCHANGE:
                 # A valid token for a new one; or, as Iceberg's Java client renews a token that expired before
                 # its refresh ran, any token with the client's credentials in a Basic header.
