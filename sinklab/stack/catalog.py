@@ -12,7 +12,6 @@ the way ``main`` does, through py4j (shipped with PySpark), with its one connect
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -22,14 +21,6 @@ from sinklab.security import resolve
 from sinklab.stack import jars, tls
 from sinklab.stack.catalog_auth import TOKENS_PATH
 from sinklab.stack.process import LOOPBACK, ManagedProcess, free_port
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read, with no moment where it is readable by others."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
 
 
 def server_properties(db: Path, warehouse: str, io_properties: dict[str, str] | None = None) -> dict[str, str]:
@@ -105,7 +96,7 @@ class EmbeddedCatalog:
     def start(self, timeout: float = 90) -> None:
         if self.warehouse.startswith("file:"):
             Path(self.warehouse.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-        write_private(self.properties_file, json.dumps(self.properties))
+        tls.write_private(self.properties_file, json.dumps(self.properties))
         jars.jars(jars.ICEBERG_REST)  # resolved here, so that a failure names the coordinate
         self.process.start()
         self.process.wait_ready(self.ready, timeout)

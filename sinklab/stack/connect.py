@@ -59,7 +59,7 @@ class EmbeddedConnect:
         return requests.get(f"{self.url}/", timeout=2, auth=self.auth).status_code == 200
 
     def start(self, info: StackInfo, timeout: float = 120) -> None:
-        from sinklab.stack.catalog import write_private
+        from sinklab.stack.tls import write_private
 
         self.auth = info.connect_auth()
         self.state_dir.mkdir(parents=True, exist_ok=True)

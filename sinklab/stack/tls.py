@@ -46,7 +46,8 @@ def passwords(workdir: Path) -> dict[str, str]:
     if all(name in known for name in PASSWORDS):
         return known
     made = {name: known.get(name) or secrets.token_urlsafe(24) for name in PASSWORDS}
-    _private(path, "".join(f"{k}={v}\n" for k, v in made.items()))
+    _private_dir(path.parent)
+    write_private(path, "".join(f"{k}={v}\n" for k, v in made.items()))
     return made
 
 
@@ -83,16 +84,20 @@ def certificates(workdir: Path) -> tuple[Path, Path]:
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
     key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    ca_path.parent.mkdir(parents=True, exist_ok=True)
-    _private(broker_path, (key_pem + cert.public_bytes(pem) + ca.public_bytes(pem)).decode())
+    _private_dir(ca_path.parent)
+    write_private(broker_path, (key_pem + cert.public_bytes(pem) + ca.public_bytes(pem)).decode())
     ca_path.write_bytes(ca.public_bytes(pem))  # public: what every client trusts
     return ca_path, broker_path
 
 
-def _private(path: Path, text: str) -> None:
-    """Written readable by its owner only, from the first byte."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read, with no moment where it is readable by others."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
