@@ -1,5 +1,6 @@
-"""Fan-out in one job (``sinklab.sink.tables.fan_out``): tables of the same columns written by one Spark job,
-what it writes read back as Iceberg's own writer would have written it, on the embedded stack."""
+"""Fan-out in one job (``sinklab.sink.tables.fan_out``): the tables of a cycle, whatever their columns,
+written by one Spark job, what it writes read back as Iceberg's own writer would have written it, on the
+embedded stack."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def jobs_of(stack: Stack, config: dict[str, Any]) -> tuple[Any, int]:
     return result, len(set(tracker.getJobIdsForGroup()) - before)
 
 
-def test_tables_of_the_same_columns_are_written_by_one_job(stack: Stack, unique: str) -> None:
+def test_tables_of_any_columns_are_written_by_one_job(stack: Stack, unique: str) -> None:
     pizza, pasta, menu, extra = (f"{unique}.{t}" for t in ("pizza", "pasta", "menu", "extra"))
     for table in (pizza, pasta, menu):
         stack.spark.sql(f"CREATE TABLE sinklab.{table} ({COLUMNS}) USING iceberg PARTITIONED BY (days(at))")
@@ -77,7 +78,7 @@ def test_tables_of_the_same_columns_are_written_by_one_job(stack: Stack, unique:
     assert len(list(table.scan(row_filter="id >= 59").plan_files())) < len(files)
     assert table.scan().to_arrow().num_rows == 60
 
-    # A table of other columns takes a job of its own; the three still share one.
+    # A table of other columns joins them: still one job.
     more = [order(60 + i, ("pizza", "pasta", "salad")[i % 3]) for i in range(30)]
     records += more
     produce_json(stack.bootstrap_servers, unique, more)
@@ -85,9 +86,41 @@ def test_tables_of_the_same_columns_are_written_by_one_job(stack: Stack, unique:
         f"iceberg.table.{t}.route-regex": r for t, r in {**routes, extra: "salad"}.items()}})
     result, jobs = jobs_of(stack, config)
     assert result is not None and result.passes == 1 and result.counters["records"] == 30
-    assert jobs == 2
+    assert jobs == 1
     assert rows(pizza) == expected({"pizza"}) and rows(menu) == expected({"pizza", "pasta", "salad"})
     assert rows(extra) == [r for r in expected({"salad"}) if r[0] >= 60]
+    assert [r.note for r in stack.spark.table(f"sinklab.{extra}").collect()] == [None] * 10
+
+
+def test_a_record_bad_for_one_schema_is_a_row_of_the_others(stack: Stack, unique: str) -> None:
+    # Three schemas in one job: each record converted for the tables it goes to, and dead-lettered only
+    # for a table whose columns it does not fit.
+    wide, narrow, counted = f"{unique}.wide", f"{unique}.narrow", f"{unique}.counted"
+    stack.spark.sql(f"CREATE TABLE sinklab.{wide} ({COLUMNS}) USING iceberg")
+    stack.spark.sql(f"CREATE TABLE sinklab.{narrow} (id BIGINT NOT NULL, kind STRING) USING iceberg")
+    stack.spark.sql(f"CREATE TABLE sinklab.{counted} (id INT, kind STRING, n INT NOT NULL) USING iceberg")
+    stack.create_topic(unique, partitions=2)
+    records = [{"id": 1, "kind": "pizza", "n": 5}, {"id": 2, "kind": "pizza", "price": "two"},
+               {"id": 3, "kind": "pasta", "n": 7, "price": "3.5"}, {"id": 2**40, "kind": "pasta", "n": 1},
+               {"id": 5, "kind": "salad"}]
+    produce_json(stack.bootstrap_servers, unique, records)
+    config = sink_config(unique, [wide, narrow, counted], **{
+        "iceberg.tables.route-field": "kind", f"iceberg.table.{wide}.route-regex": ".*",
+        f"iceberg.table.{narrow}.route-regex": "pizza|salad", f"iceberg.table.{counted}.route-regex": "pizza|pasta",
+        "errors.tolerance": "all", "errors.deadletterqueue.table.name": f"{unique}.dead"})
+    result, jobs = jobs_of(stack, config)
+    assert result is not None and result.passes == 1 and jobs == 1
+
+    def ids(table: str) -> list[int]:
+        return sorted(r.id for r in stack.spark.table(f"sinklab.{table}").collect())
+
+    assert ids(wide) == [1, 3, 5, 2**40]  # 2's price is no decimal
+    assert ids(narrow) == [1, 2, 5]
+    assert ids(counted) == [1, 3]  # 2 has no n, 2**40 is no INT
+    assert [r.price for r in stack.spark.table(f"sinklab.{wide}").where("id = 3").collect()] == [Decimal("3.50")]
+    dead = stack.spark.table(f"sinklab.{unique}.dead").select("source_offset", "target_table", "message").collect()
+    reasons = sorted((r.target_table, r.message.split(":")[0]) for r in dead)
+    assert reasons == [(counted, "missing-required"), (counted, "out-of-range"), (wide, "type-mismatch")]
 
 
 def test_a_bad_row_of_tables_written_together_is_a_dead_letter_of_each(stack: Stack, unique: str) -> None:

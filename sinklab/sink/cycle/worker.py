@@ -4,9 +4,9 @@ makes anything visible; the coordinator publishes what this stages. Bad records 
 what the cycle reports of its records to ``counts``, what it carries to the commit to ``commit_state``.
 
 The records take one pass when nothing must be known of them before the write (``_one_pass``): one
-Spark job reads, converts and writes the records of a table, or of all the tables of the same columns
-(``tables.fan_out``), and what the cycle reports of its records is observed on the way. When the
-pass meets what needs a look first (a writer schema new to the sink, a field new to a table with
+Spark job reads, converts and writes the records of a table, or of all the tables ``tables.fan_out``
+writes (whatever their columns), and what the cycle reports of its records is observed on the way.
+When the pass meets what needs a look first (a writer schema new to the sink, a field new to a table with
 evolution on), what it wrote is dropped and the cycle reads the same offset ranges again, looking
 before it writes (``_two_passes``); so do cycles that auto-create, route dynamically or write
 row-level changes.
@@ -33,7 +33,7 @@ from sinklab.sink.cycle.recovery import unrecorded
 from sinklab.sink.records import dead_letters, framed, route
 from sinklab.sink.records.changes import with_operation
 from sinklab.sink.records.columns import ERROR, META, OP, TABLES
-from sinklab.sink.records.convert import RowColumns, row_columns, to_rows
+from sinklab.sink.records.convert import RowColumns, row_columns, row_of, to_rows, to_rows_by_schema
 from sinklab.sink.records.kinds import SUPERSEDED
 from sinklab.sink.records.observed import BadRows, Observed
 from sinklab.sink.records.prepare import Preparation, preparation, with_payload
@@ -169,10 +169,11 @@ class Worker:
         plan = cycle.plan
         lagging = [tp for tp, _ in off.entries(plan.ends) if not plan.caught_up(tp)]
         c = self.config
-        # Tables of the same columns are written by one job (``fan_out``); when several jobs read the
-        # records, the first caches them for the others: reading and preparing them once per job cost
-        # 2.3x (measured, 3 tables). A table whose route takes nothing is left out: its write would be a
-        # plan Spark optimizes away, and that empties the cycle's observation too, which is in the plan.
+        # The tables ``fan_out`` writes are written by one job; when several jobs read the records (a
+        # table it cannot write takes a job of its own), the first caches them for the others: reading
+        # and preparing them once per job cost 2.3x (measured, 3 tables). A table whose route takes
+        # nothing is left out: its write would be a plan Spark optimizes away, and that empties the
+        # cycle's observation too, which is in the plan.
         ready = {n: self._ready(s, None, load) for n, s in configured.items() if not route.takes_nothing(c, n)}
         groups = self._groups(ready)
         fanned_out = len(configured) > 1
@@ -218,16 +219,17 @@ class Worker:
 
     def _groups(self, tables: dict[str, tuple[TableState, T.StructType]]) -> list[list[str]]:
         """The ``tables`` (ready: with their Spark columns) in their order, those that ``fan_out`` writes
-        together (the same columns) in one list, every other alone."""
-        together: dict[str, list[str]] = {}
+        together in lists of up to ``route.MAX_TABLE_BITS``, every other alone."""
+        together: list[list[str]] = [[]]
+        alone: list[list[str]] = []
         for name, (state, schema) in tables.items():
-            fits = not self.config.row_level and state.table is not None and fan_out.writable(state.table, schema)
-            key = schema.json() if fits else name
-            group = together.setdefault(key, [])
-            if len(group) == route.MAX_TABLE_BITS:
-                group = together[f"{key}{name}"] = []
-            group.append(name)
-        return list(together.values())
+            if self.config.row_level or state.table is None or not fan_out.writable(state.table, schema):
+                alone.append([name])
+                continue
+            if len(together[-1]) == route.MAX_TABLE_BITS:
+                together.append([])
+            together[-1].append(name)
+        return [group for group in together if group] + alone
 
     def _abandon(self, cycle: Cycle) -> bool:
         """Undo a one pass that cannot stand: its files deleted (it committed nothing, so the tables as
@@ -319,21 +321,60 @@ class Worker:
         c, cycle = self.config, one.cycle
         checks: dict[str, tuple[BadRows | None, Observed | None, int | None]] = {}
         for names in groups:
-            states = [ready[n][0] for n in names]
-            records = (route.records_for(c, good, names[0]) if len(names) == 1
-                       else good.withColumn(TABLES, route.table_bits(c, names)).where(F.col(TABLES) != 0))
-            converted = self._convert(one, states, ready[names[0]][1], records)
+            if len(names) > 1:
+                together = self._write_together(one, names, ready, good)
+                if together is None:
+                    return None
+                checks.update(together)
+                continue
+            state, schema = ready[names[0]]
+            converted = self._convert(one, state, schema, route.records_for(c, good, names[0]))
             if converted is None:
                 return None
             rows, checked, fields = converted
-            if len(names) == 1:
-                cycle.tables[names[0]] = TableWrite(states[0], rows, self._stage(one, states[0], rows))
-                checks[names[0]] = (checked, fields, None)
-                continue
-            for i, (name, staged) in enumerate(zip(names, self._stage_tables(one, states, rows), strict=True)):
-                mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).drop(TABLES)
-                cycle.tables[name] = TableWrite(states[i], mine, staged)
-                checks[name] = (checked, fields, 1 << i)
+            cycle.tables[names[0]] = TableWrite(state, rows, self._stage(one, state, rows))
+            checks[names[0]] = (checked, fields, None)
+        return checks
+
+    def _write_together(self, one: Pass, names: list[str], ready: dict[str, tuple[TableState, T.StructType]],
+                        good: DataFrame) -> dict[str, tuple[BadRows | None, Observed | None, int | None]] | None:
+        """``_write`` of tables ``fan_out`` writes in one job: each record converted once per schema among
+        them, for the tables it goes to (``to_rows_by_schema``), each schema's bad rows and new fields
+        observed on the way."""
+        c, cycle = self.config, one.cycle
+        by_schema: dict[str, list[int]] = {}  # each schema's tables, by their bits in TABLES
+        for i, name in enumerate(names):
+            by_schema.setdefault(ready[name][1].json(), []).append(i)
+        schemas = [ready[names[bits[0]]][1] for bits in by_schema.values()]
+        parts = [(self._columns(schema), sum(1 << i for i in bits))
+                 for schema, bits in zip(schemas, by_schema.values(), strict=True)]
+        flags = [new_field(s, c.schema_case_insensitive) for s in schemas] if (
+            c.evolve_schema and cycle.passes == 1) else None
+        if flags is not None and any(flag is None for flag in flags):
+            return None  # only inference tells
+        seen: list[tuple[BadRows, Observed | None]] = []
+
+        def observe(k: int, rows: DataFrame) -> DataFrame:
+            fields: Observed | None = None
+            if flags is not None:
+                mine = F.col(TABLES).bitwiseAND(F.lit(parts[k][1])) != 0
+                fields = Observed(rows, F.max((mine & flags[k]).cast("int")).alias("new_fields"))
+                rows = fields.df
+            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance, TABLES))
+            seen.append((checked, fields))
+            return checked.df
+
+        records = good.withColumn(TABLES, route.table_bits(c, names)).where(F.col(TABLES) != 0)
+        rows = to_rows_by_schema(records, parts, observe)
+        schema_of = {i: k for k, bits in enumerate(by_schema.values()) for i in bits}
+        states = [ready[n][0] for n in names]
+        checks: dict[str, tuple[BadRows | None, Observed | None, int | None]] = {}
+        staged = self._stage_tables(one, states, rows, [row_of(schema_of[i]) for i in range(len(names))])
+        for i, name in enumerate(names):
+            k = schema_of[i]
+            mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).select(f"{row_of(k)}.*", *META, OP)
+            cycle.tables[name] = TableWrite(states[i], mine, staged[i])
+            checks[name] = (seen[k][0], seen[k][1], 1 << i)
         return checks
 
     def _ready(self, state: TableState, records: DataFrame | None,
@@ -386,14 +427,21 @@ class Worker:
                 f"{self.config.catalog_name}.{quote(state.name)}").schema
         return schema
 
-    def _convert(self, one: Pass, states: list[TableState], schema: T.StructType, records: DataFrame
+    def _columns(self, schema: T.StructType) -> RowColumns:
+        """``row_columns`` of the table ``schema``, built once per schema."""
+        c = self.config
+        key = (schema.json(), c.schema_case_insensitive, c.variant_value)
+        if key not in self._row_columns:
+            self._row_columns[key] = row_columns(schema, c.schema_case_insensitive, c.variant_value)
+        return self._row_columns[key]
+
+    def _convert(self, one: Pass, state: TableState, schema: T.StructType, records: DataFrame
                  ) -> tuple[DataFrame, BadRows | None, Observed | None] | None:
-        """The good rows of ``states`` (tables of ``schema``; several: ``records`` carry their TABLES) from
-        their records. Bad rows of a row-level table are handled here; an append's are counted by its
-        write (``BadRows``). A one pass observes on the write whether any record has a field the table
-        lacks (``new_fields``), and the cycle takes two passes if one did; None when only inference
-        tells (the one pass cannot stand)."""
-        c, state = self.config, states[0]
+        """The good rows of ``state`` (a table of ``schema``) from its records. Bad rows of a row-level
+        table are handled here; an append's are counted by its write (``BadRows``). A one pass observes
+        on the write whether any record has a field the table lacks (``new_fields``), and the cycle
+        takes two passes if one did; None when only inference tells (the one pass cannot stand)."""
+        c = self.config
         whole = c.variant_value
         fields: Observed | None = None
         if c.evolve_schema and not whole and one.cycle.passes == 1:
@@ -402,11 +450,7 @@ class Worker:
                 return None
             fields = Observed(records, F.max(flag.cast("int")).alias("new_fields"))
             records = fields.df
-        key = (schema.json(), c.schema_case_insensitive, whole)
-        if key not in self._row_columns:
-            self._row_columns[key] = row_columns(schema, c.schema_case_insensitive, whole)
-        keep = (TABLES,) if len(states) > 1 else ()
-        rows = to_rows(records, schema, c.schema_case_insensitive, whole, self._row_columns[key], keep=keep)
+        rows = to_rows(records, schema, c.schema_case_insensitive, whole, self._columns(schema))
         checked: BadRows | None = None
         if c.row_level:
             # A MERGE runs its source in several jobs; only an append is known to count every row in one.
@@ -416,9 +460,9 @@ class Worker:
                 rows = self._unsuperseded(one.cycle.replay.letters, rows, ids)
             self.letters.bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
-            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance, *keep))
+            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance))
             rows = checked.df
-        return rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP, *keep), checked, fields
+        return rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
 
     @staticmethod
     def _unsuperseded(letters: DataFrame, rows: DataFrame, ids: list[str]) -> DataFrame:
@@ -470,9 +514,11 @@ class Worker:
             return None
         return staged
 
-    def _stage_tables(self, one: Pass, states: list[TableState], rows: DataFrame) -> list[Staged | None]:
-        """``_stage`` of several tables of the same columns from their ``rows`` (TABLES says whose), by one
-        job; a table that holds them all, or takes none of them, stages None."""
+    def _stage_tables(self, one: Pass, states: list[TableState], rows: DataFrame,
+                      columns: list[str]) -> list[Staged | None]:
+        """``_stage`` of several tables from their ``rows`` (TABLES says whose; ``columns`` names the
+        struct column of each table's rows), by one job; a table that holds them all, or takes none of
+        them, stages None."""
         cycle = one.cycle
         tables = F.lit(0).cast("long")
         for i, state in enumerate(states):
@@ -484,9 +530,8 @@ class Worker:
             tables = tables.bitwiseOR(mine if keep is True else F.when(keep, mine).otherwise(F.lit(0)))
         if not one.wrote.intersection(s.name for s in states):
             return [None] * len(states)
-        columns = [c for c in rows.columns if c not in (*META, OP, TABLES)]
-        return fan_out.write_appends(rows.select(*columns, tables.alias(TABLES)),
-                                     [(s, cycle.properties(self.config.name, s)) for s in states])
+        return fan_out.write_appends(rows.withColumn(TABLES, tables), [
+            (s, cycle.properties(self.config.name, s), column) for s, column in zip(states, columns, strict=True)])
 
     @staticmethod
     def _unrecorded(cycle: Cycle, state: TableState) -> Column | bool | None:

@@ -7,7 +7,15 @@ no table takes); ``columns`` names the working columns they add, ``kinds`` the k
 from sinklab.sink.records import dead_letters, route
 from sinklab.sink.records.changes import newest_changes, with_operation
 from sinklab.sink.records.columns import ERROR, META, OP, ROUTE, TABLES
-from sinklab.sink.records.convert import RowColumns, convert, error_kind, row_columns, to_rows
+from sinklab.sink.records.convert import (
+    RowColumns,
+    convert,
+    error_kind,
+    row_columns,
+    row_of,
+    to_rows,
+    to_rows_by_schema,
+)
 from sinklab.sink.records.dead_letters import DEAD_LETTERS_PROP, KEY_CONNECT_STAGE, REPLAY_ID, connect_stage_of
 from sinklab.sink.records.framed import FramedDecoder, decoder, id_sets
 from sinklab.sink.records.kinds import (
@@ -26,4 +34,4 @@ __all__ = ["BAD_KINDS", "DEAD_LETTERED", "DEAD_LETTERS_PROP", "DEAD_LETTER_TABLE
            "KEY_CONVERTER_FAILED", "META", "NO_TABLE", "OP", "REPLAY_ID", "ROUTE", "TABLES", "UNDECODABLE", "BadRows",
            "FramedDecoder", "Observed", "Preparation", "RowColumns", "connect_stage_of", "convert", "dead_letters",
            "decoder", "error_kind", "id_sets", "newest_changes", "prepare", "preparation", "read_ranges", "route",
-           "row_columns", "to_rows", "with_operation", "with_payload"]
+           "row_columns", "row_of", "to_rows", "to_rows_by_schema", "with_operation", "with_payload"]

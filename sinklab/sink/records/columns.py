@@ -6,6 +6,7 @@ ERROR = "_sinklab_error"  # a bad record's error, "kind: detail" (sinklab.except
 ROUTE = "_sinklab_route"
 OP = "_sinklab_op"
 TABLES = "_sinklab_tables"  # the tables of a fanned-out write a record goes to, a bit each
+ROWS = "_sinklab_row"  # + k: a record's row of a fanned-out write's k-th table schema, a struct
 PARSED = "_sinklab_parsed"  # the value parsed once into the fields' types
 CORRUPT = "_sinklab_corrupt"  # in PARSED: the value, when that parse could not take it as it is
 VARIANT = "_sinklab_variant"  # the whole value parsed once as a VARIANT, for the VARIANT columns

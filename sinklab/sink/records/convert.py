@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import decimal
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sinklab.sink.records.columns import CORRUPT, ERROR, META, OP, PARSED, PAYLOAD, VARIANT
+from sinklab.sink.records.columns import CORRUPT, ERROR, META, OP, PARSED, PAYLOAD, ROWS, TABLES, VARIANT
 from sinklab.sink.records.kinds import MISSING_REQUIRED, OUT_OF_RANGE, TYPE_MISMATCH
 from sinklab.sink.records.prepare import not_an_object
 
@@ -153,6 +154,7 @@ class RowColumns:
     measured), using them a few."""
 
     computed: dict[str, Column]
+    values: list[Column]  # the table's columns, in order
     select: list[Column]  # the table's columns, the raw record's, and ERROR last
     error: Column  # ERROR's expression: why the record makes no row (null: it makes one)
 
@@ -248,8 +250,8 @@ def row_columns(schema: T.StructType, case_insensitive: bool = False, whole_valu
         # this parse when it is the only one (check_objects=False), so that a record is parsed once.
         error = F.coalesce(F.when(F.col(PARSED)[CORRUPT].isNotNull(), not_an_object(F.col(PAYLOAD))), error)
     # The raw record rides along so that a bad one can be dead-lettered as it came.
-    return RowColumns(computed, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
-                                 error.alias(ERROR)], error)
+    return RowColumns(computed, values, [*values, *[F.col(c) for c in (*META, "key", "value", "headers", OP)],
+                                         error.alias(ERROR)], error)
 
 
 def _all(conditions: list[Column]) -> Column:
@@ -275,6 +277,39 @@ def to_rows(records: DataFrame, schema: T.StructType, case_insensitive: bool = F
     if prior_error:
         select = [*select[:-1], F.coalesce(F.col(ERROR), columns.error).alias(ERROR)]
     return parse_once(records, columns.computed).select(*select, *keep)
+
+
+def row_of(k: int) -> str:
+    """The struct column that holds a record's row of the ``k``-th schema (``to_rows_by_schema``)."""
+    return f"{ROWS}{k}"
+
+
+def to_rows_by_schema(records: DataFrame, parts: Sequence[tuple[RowColumns, int]],
+                      each: Callable[[int, DataFrame], DataFrame] | None = None) -> DataFrame:
+    """Records bound for tables of several schemas (TABLES, a bit each) with each schema's row beside them,
+    from one pass over them: ``parts`` are each schema's ``row_columns`` and the bits of its tables. The
+    row of part k is the struct column ``row_of(k)``, computed (its value parsed) only for a record one of
+    its tables takes; ``each(k, rows)`` sees ERROR, why the record makes no such row, before the next
+    part's (a write observes it there). TABLES comes out without the tables whose row a record does not
+    make; the record is left out when none is left. Also kept: META and OP.
+
+    Apache's sink (a writer per table in one task) and Flink's dynamic sink do this; Spark writes one
+    table per job, and its rows of other schemas took a job each after a cache (bench/README.md,
+    "Tables of other columns in the same job")."""
+    rows = records.drop(ERROR)
+    carried = rows.columns
+    failed = F.lit(0).cast("long")
+    for k, (columns, bits) in enumerate(parts):
+        mine = F.col(TABLES).bitwiseAND(F.lit(bits)) != 0
+        parsed = parse_once(rows, {name: F.when(mine, c) for name, c in columns.computed.items()})
+        rows = parsed.select(*carried, F.struct(*columns.values).alias(row_of(k)),
+                             F.when(mine, columns.error).alias(ERROR))
+        rows = (each(k, rows) if each else rows).withColumnRenamed(ERROR, f"{ERROR}{k}")
+        carried = rows.columns
+        failed = failed.bitwiseOR(F.when(F.col(f"{ERROR}{k}").isNotNull(), F.lit(bits)).otherwise(F.lit(0)))
+    made = F.col(TABLES).bitwiseAND(F.bitwise_not(failed))
+    return rows.select(*[row_of(k) for k in range(len(parts))], *META, OP, made.alias(TABLES)).where(
+        F.col(TABLES) != 0)
 
 
 def variant_path(name: str) -> str:

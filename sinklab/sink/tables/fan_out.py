@@ -1,15 +1,15 @@
 """Several tables' appends from one Spark job: a fanned-out cycle's rows read, converted and written once,
-whatever the table count.
+whatever the table count and their schemas.
 
 Spark's writers write one table per job, and a cycle that fans out paid for that with a cache of its
-records and a job per table (1.7-1.9x one table's work, bench/README.md "Fan-out: two shapes"). Here the
-rows of tables that share their columns carry their tables as bits (``route.table_bits``); Spark hands
-them to Python workers as Arrow batches (``mapInArrow``), and each task writes every table's part of its
-records with pyiceberg's writer (the table's partitioning, file size, Parquet settings, metrics and field
-ids). The files come back to the driver, which stages each table's snapshot as ``write.append_rows``
-does; publishing is unchanged. One table alone stays on Iceberg's Spark writer: the two tie for it, and
-Iceberg's writes every type and sort order and needs no Python on a cluster's executors (bench/README.md,
-"Fan-out in one job").
+records and a job per table (1.7-1.9x one table's work, bench/README.md "Fan-out: two shapes"). Here each
+record carries its row of each table schema as a struct column (``records.to_rows_by_schema``) and its
+tables as bits (``route.table_bits``); Spark hands them to Python workers as Arrow batches
+(``mapInArrow``), and each task writes every table's part of its records with pyiceberg's writer (the
+table's partitioning, file size, Parquet settings, metrics and field ids). The files come back to the
+driver, which stages each table's snapshot as ``write.append_rows`` does; publishing is unchanged. One
+table alone stays on Iceberg's Spark writer: the two tie for it, and Iceberg's writes every type and sort
+order and needs no Python on a cluster's executors (bench/README.md, "Fan-out in one job").
 """
 
 from __future__ import annotations
@@ -88,22 +88,24 @@ def _plain(field_type: IcebergType) -> bool:
     return isinstance(field_type, _PLAIN)
 
 
-def write_appends(rows: DataFrame, tables: list[tuple[TableState, dict[str, str]]]) -> list[Staged | None]:
-    """``rows`` (the tables' columns and TABLES) written as each table's data files by one Spark job, and
-    each table's snapshot appending them staged with its ``properties``, not committed; None for a table
-    no row went to."""
+def write_appends(rows: DataFrame, tables: list[tuple[TableState, dict[str, str], str]]) -> list[Staged | None]:
+    """``rows`` (each table's row as a struct column, and TABLES) written as each table's data files by
+    one Spark job, and each table's snapshot appending them staged with its ``properties``, not
+    committed; None for a table no row went to. ``tables``: each table's state, properties and the
+    column that holds its rows."""
     started = time.monotonic()
     targets = []
-    for state, _ in tables:
+    for state, _, column in tables:
         assert state.table is not None
-        targets.append((state.table.metadata, dict(state.table.io.properties)))
+        targets.append((state.table.metadata, dict(state.table.io.properties), column))
     files: list[list] = [[] for _ in tables]
-    for row in rows.where(rows[TABLES] != 0).mapInArrow(
+    columns = sorted({column for _, _, column in tables})
+    for row in rows.where(rows[TABLES] != 0).select(*columns, TABLES).mapInArrow(
             partial(_write_task, targets), f"table int, {_FILES} binary").collect():
         files[row.table].append(pickle.loads(row[_FILES]))  # noqa: S301 - our own workers' DataFiles
     write_ms = int((time.monotonic() - started) * 1000)
     staged: list[Staged | None] = []
-    for (state, properties), written in zip(tables, files, strict=True):
+    for (state, properties, _), written in zip(tables, files, strict=True):
         if not written:
             staged.append(None)
             continue
@@ -113,7 +115,7 @@ def write_appends(rows: DataFrame, tables: list[tuple[TableState, dict[str, str]
     return staged
 
 
-def _write_task(targets: list[tuple[TableMetadata, dict[str, str]]],
+def _write_task(targets: list[tuple[TableMetadata, dict[str, str], str]],
                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In a Spark task's Python worker: its rows split by table and written as each table's data files;
     one batch back naming them (pickled DataFiles)."""
@@ -125,16 +127,16 @@ def _write_task(targets: list[tuple[TableMetadata, dict[str, str]]],
     parts: list[list[pa.RecordBatch]] = [[] for _ in targets]
     for batch in batches:
         bits = batch.column(TABLES)
-        batch = batch.drop_columns([TABLES])
         for i, part in enumerate(parts):
-            taken = batch.filter(pc.not_equal(pc.bit_wise_and(bits, pa.scalar(1 << i, pa.int64())), 0))
-            if taken.num_rows:
-                part.append(taken)
+            mine = pc.not_equal(pc.bit_wise_and(bits, pa.scalar(1 << i, pa.int64())), 0)
+            taken = pc.filter(batch.column(targets[i][2]), mine)
+            if len(taken):
+                part.append(pa.RecordBatch.from_struct_array(taken))
     out: dict[str, list] = {"table": [], _FILES: []}
     for i, part in enumerate(parts):
         if not part:
             continue
-        metadata, io_properties = targets[i]
+        metadata, io_properties, _ = targets[i]
         data = _utc(pa.Table.from_batches(part))
         for data_file in _dataframe_to_data_files(metadata, data, load_file_io(io_properties, metadata.location),
                                                   write_uuid=uuid.uuid4()):
