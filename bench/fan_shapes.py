@@ -42,7 +42,7 @@ from sinklab.sink.records import (
     ERROR,
     TABLES,
     BadRows,
-    dead_letters,
+    error_of,
     preparation,
     read_ranges,
     route,
@@ -114,11 +114,11 @@ def main() -> None:
         # Each write observes its bad rows on the way, as the sink's do (``records.BadRows``).
         def rows_of(table: str, records: DataFrame) -> DataFrame:
             schema: T.StructType = schemas[table]
-            checked = BadRows(to_rows(records, schema), dead_letters.observed("none")).df
+            checked = BadRows(to_rows(records, schema), "none").df
             return checked.where(F.col(ERROR).isNull()).select(*schema.fieldNames())
 
-        def observed(_k: int, rows: DataFrame) -> DataFrame:
-            return BadRows(rows, dead_letters.observed("none", TABLES)).df
+        def observed(rows: DataFrame) -> DataFrame:
+            return BadRows(rows, "none", TABLES, errors=[error_of(k) for k in range(len(parts))]).df
 
         # Each schema's tables as bits, as the sink's worker groups them.
         by_schema: dict[str, int] = {}

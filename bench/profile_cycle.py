@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from sinklab.generators import PizzaGenerator
 from sinklab.sink import IcebergSink, load_config
 from sinklab.sink.cycle import Worker
-from sinklab.sink.records import ERROR, BadRows, Observed, dead_letters, prepare, read_ranges, to_rows, with_payload
+from sinklab.sink.records import ERROR, BadRows, Observed, prepare, read_ranges, to_rows, with_payload
 from sinklab.sink.tables import write_files
 from sinklab.sink.wire import OffsetRange
 from sinklab.stack import Stack
@@ -105,7 +105,7 @@ def main() -> None:
             # The figures a one-pass cycle observes and its write's bad rows, as the sink's Worker builds them.
             stats = Observed(prepared(), *metrics)
             records = stats.df.where(F.col("value").isNotNull()).where(F.col(ERROR).isNull())
-            checked = BadRows(to_rows(records, schema), dead_letters.observed(config.errors_tolerance))
+            checked = BadRows(to_rows(records, schema), config.errors_tolerance)
             return checked.df.where(F.col(ERROR).isNull())
 
         jvm = spark._jvm  # type: ignore[attr-defined]

@@ -15,7 +15,9 @@ row-level changes.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Collection
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
@@ -30,10 +32,10 @@ from sinklab.sink.cycle.commit_state import Cycle, Pass, Replay, TableWrite
 from sinklab.sink.cycle.counts import Counts, vtts
 from sinklab.sink.cycle.letters import Letters
 from sinklab.sink.cycle.recovery import unrecorded
-from sinklab.sink.records import dead_letters, framed, route
+from sinklab.sink.records import framed, route
 from sinklab.sink.records.changes import with_operation
 from sinklab.sink.records.columns import ERROR, META, OP, TABLES
-from sinklab.sink.records.convert import RowColumns, row_columns, row_of, to_rows, to_rows_by_schema
+from sinklab.sink.records.convert import RowColumns, error_of, row_columns, row_of, to_rows, to_rows_by_schema
 from sinklab.sink.records.kinds import SUPERSEDED
 from sinklab.sink.records.observed import BadRows, Observed
 from sinklab.sink.records.prepare import Preparation, preparation, with_payload
@@ -352,16 +354,18 @@ class Worker:
             c.evolve_schema and cycle.passes == 1) else None
         if flags is not None and any(flag is None for flag in flags):
             return None  # only inference tells
-        seen: list[tuple[BadRows, Observed | None]] = []
+        # One observation for all the schemas: each observed node breaks Spark's generated code.
+        checked: BadRows | None = None
+        fields: Observed | None = None
 
-        def observe(k: int, rows: DataFrame) -> DataFrame:
-            fields: Observed | None = None
+        def observe(rows: DataFrame) -> DataFrame:
+            nonlocal checked, fields
             if flags is not None:
-                mine = F.col(TABLES).bitwiseAND(F.lit(parts[k][1])) != 0
-                fields = Observed(rows, F.max((mine & flags[k]).cast("int")).alias("new_fields"))
+                new = reduce(operator.or_, [(F.col(TABLES).bitwiseAND(F.lit(bits)) != 0) & flag
+                                            for (_, bits), flag in zip(parts, flags, strict=True)])
+                fields = Observed(rows, F.max(new.cast("int")).alias("new_fields"))
                 rows = fields.df
-            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance, TABLES))
-            seen.append((checked, fields))
+            checked = BadRows(rows, c.errors_tolerance, TABLES, errors=[error_of(k) for k in range(len(parts))])
             return checked.df
 
         records = good.withColumn(TABLES, route.table_bits(c, names)).where(F.col(TABLES) != 0)
@@ -374,7 +378,8 @@ class Worker:
             k = schema_of[i]
             mine = rows.where(F.col(TABLES).bitwiseAND(F.lit(1 << i)) != 0).select(f"{row_of(k)}.*", *META, OP)
             cycle.tables[name] = TableWrite(states[i], mine, staged[i])
-            checks[name] = (seen[k][0], seen[k][1], 1 << i)
+            assert checked is not None
+            checks[name] = (checked.part(k), fields, 1 << i)
         return checks
 
     def _ready(self, state: TableState, records: DataFrame | None,
@@ -460,7 +465,7 @@ class Worker:
                 rows = self._unsuperseded(one.cycle.replay.letters, rows, ids)
             self.letters.bad(one.cycle, rows.where(F.col(ERROR).isNotNull()), state.name)
         else:
-            checked = BadRows(rows, dead_letters.observed(c.errors_tolerance))
+            checked = BadRows(rows, c.errors_tolerance)
             rows = checked.df
         return rows.where(F.col(ERROR).isNull()).select(*schema.fieldNames(), *META, OP), checked, fields
 

@@ -11,6 +11,7 @@ from sinklab.sink.records.convert import (
     RowColumns,
     convert,
     error_kind,
+    error_of,
     row_columns,
     row_of,
     to_rows,
@@ -33,5 +34,5 @@ from sinklab.sink.records.reader import read_ranges
 __all__ = ["BAD_KINDS", "DEAD_LETTERED", "DEAD_LETTERS_PROP", "DEAD_LETTER_TABLE", "ERROR", "KEY_CONNECT_STAGE",
            "KEY_CONVERTER_FAILED", "META", "NO_TABLE", "OP", "REPLAY_ID", "ROUTE", "TABLES", "UNDECODABLE", "BadRows",
            "FramedDecoder", "Observed", "Preparation", "RowColumns", "connect_stage_of", "convert", "dead_letters",
-           "decoder", "error_kind", "id_sets", "newest_changes", "prepare", "preparation", "read_ranges", "route",
-           "row_columns", "row_of", "to_rows", "to_rows_by_schema", "with_operation", "with_payload"]
+           "decoder", "error_kind", "error_of", "id_sets", "newest_changes", "prepare", "preparation", "read_ranges",
+           "route", "row_columns", "row_of", "to_rows", "to_rows_by_schema", "with_operation", "with_payload"]

@@ -284,29 +284,32 @@ def row_of(k: int) -> str:
     return f"{ROWS}{k}"
 
 
+def error_of(k: int) -> str:
+    """The column that says why a record makes no row of the ``k``-th schema (``to_rows_by_schema``)."""
+    return f"{ERROR}{k}"
+
+
 def to_rows_by_schema(records: DataFrame, parts: Sequence[tuple[RowColumns, int]],
-                      each: Callable[[int, DataFrame], DataFrame] | None = None) -> DataFrame:
+                      observe: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
     """Records bound for tables of several schemas (TABLES, a bit each) with each schema's row beside them,
     from one pass over them: ``parts`` are each schema's ``row_columns`` and the bits of its tables. The
     row of part k is the struct column ``row_of(k)``, computed (its value parsed) only for a record one of
-    its tables takes; ``each(k, rows)`` sees ERROR, why the record makes no such row, before the next
-    part's (a write observes it there). TABLES comes out without the tables whose row a record does not
-    make; the record is left out when none is left. Also kept: META and OP.
+    its tables takes; ``observe(rows)`` sees why a record makes no such row (``error_of(k)``) and the
+    raw record (a write observes them there). TABLES comes out without the tables whose row a record
+    does not make; the record is left out when none is left. Also kept: META and OP.
 
     Apache's sink (a writer per table in one task) and Flink's dynamic sink do this; Spark writes one
     table per job, and its rows of other schemas took a job each after a cache (bench/README.md,
     "Tables of other columns in the same job")."""
     rows = records.drop(ERROR)
-    carried = rows.columns
     failed = F.lit(0).cast("long")
     for k, (columns, bits) in enumerate(parts):
         mine = F.col(TABLES).bitwiseAND(F.lit(bits)) != 0
         parsed = parse_once(rows, {name: F.when(mine, c) for name, c in columns.computed.items()})
-        rows = parsed.select(*carried, F.struct(*columns.values).alias(row_of(k)),
-                             F.when(mine, columns.error).alias(ERROR))
-        rows = (each(k, rows) if each else rows).withColumnRenamed(ERROR, f"{ERROR}{k}")
-        carried = rows.columns
-        failed = failed.bitwiseOR(F.when(F.col(f"{ERROR}{k}").isNotNull(), F.lit(bits)).otherwise(F.lit(0)))
+        rows = parsed.select(*rows.columns, F.struct(*columns.values).alias(row_of(k)),
+                             F.when(mine, columns.error).alias(error_of(k)))
+        failed = failed.bitwiseOR(F.when(F.col(error_of(k)).isNotNull(), F.lit(bits)).otherwise(F.lit(0)))
+    rows = observe(rows) if observe else rows
     made = F.col(TABLES).bitwiseAND(F.bitwise_not(failed))
     return rows.select(*[row_of(k) for k in range(len(parts))], *META, OP, made.alias(TABLES)).where(
         F.col(TABLES) != 0)

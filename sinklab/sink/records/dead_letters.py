@@ -108,14 +108,17 @@ class DeadLetter:
 LETTER_FIELDS = [*META, "key", "value", "headers", ERROR]
 
 
-def observed(tolerance: str, *extra: str) -> Column:
+def observed(tolerance: str, *extra: str, error: str = ERROR) -> Column:
     """An aggregate a cycle's write computes on the way (``records.observed.Observed``): its bad records, so that
     finding them costs no second read of the cycle's ranges (bench/README.md, "Dead letters"). All of
     them when they are dead-lettered (they go to the driver either way); else only the first, which
-    stops the sink. ``extra``: columns the letters' rows carry besides."""
+    stops the sink. ``extra``: columns the letters' rows carry besides; ``error``: the column that says
+    why, when it is not ERROR (shown as ERROR)."""
+    why = F.col(error).alias(ERROR)
     if tolerance == "all":
-        return F.collect_list(F.when(F.col(ERROR).isNotNull(), F.struct(*LETTER_FIELDS, *extra))).alias("letters")
-    return F.min(F.when(F.col(ERROR).isNotNull(), F.struct(*META, ERROR, *extra))).alias("letters")
+        fields = [why if f == ERROR else f for f in LETTER_FIELDS]
+        return F.collect_list(F.when(F.col(error).isNotNull(), F.struct(*fields, *extra))).alias("letters")
+    return F.min(F.when(F.col(error).isNotNull(), F.struct(*META, why, *extra))).alias("letters")
 
 
 def observed_rows(value: list[Row] | Row | None) -> list[Row]:
