@@ -42,7 +42,6 @@ from sinklab.sink.records import (
     ERROR,
     TABLES,
     BadRows,
-    error_of,
     preparation,
     read_ranges,
     route,
@@ -118,7 +117,8 @@ def main() -> None:
             return checked.where(F.col(ERROR).isNull()).select(*schema.fieldNames())
 
         def observed(rows: DataFrame) -> DataFrame:
-            return BadRows(rows, "none", TABLES, errors=[error_of(k) for k in range(len(parts))]).df
+            errors = [c for c in rows.columns if c.startswith(ERROR)]
+            return BadRows(rows, "none", TABLES, errors=errors).df
 
         # Each schema's tables as bits, as the sink's worker groups them.
         by_schema: dict[str, int] = {}

@@ -22,7 +22,7 @@ from faults import FaultProxy, publishes
 from helpers import produce, run_cli, sink_config, steady
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 from sinklab import readings as frames
 from sinklab.connect.report import sink_reports
@@ -82,9 +82,15 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
     theirs, their_table, connector = f"{unique}-apache", f"{unique}.apache", f"apache-{unique}"
     stack.create_topic(theirs, partitions=2)
     stack.catalog.create_namespace_if_not_exists(unique)
-    stack.catalog.create_table((unique, "apache"), Schema(NestedField(1, "id", LongType(), required=False),
-                                                          NestedField(2, "name", StringType(), required=False)))
-    config = connector_config(stack, connector, theirs, their_table, interval_ms=1000, tasks=1)
+    # Its rows carry their Kafka coordinates (Iceberg's KafkaMetadataTransform), for visibility without its log.
+    stack.catalog.create_table((unique, "apache"), Schema(
+        NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False),
+        NestedField(3, "_kafka_metadata_topic", StringType(), required=False),
+        NestedField(4, "_kafka_metadata_partition", IntegerType(), required=False),
+        NestedField(5, "_kafka_metadata_offset", LongType(), required=False),
+        NestedField(6, "_kafka_metadata_timestamp", LongType(), required=False)))
+    config = connector_config(stack, connector, theirs, their_table, interval_ms=1000, tasks=1) | {
+        "transforms": "meta", "transforms.meta.type": "org.apache.iceberg.connect.transforms.KafkaMetadataTransform"}
     assert "iceberg.control.topic" not in config and "iceberg.control.group-id-prefix" not in config
     worker.add(config)
     worker.wait_assigned(connector, theirs)
@@ -121,6 +127,16 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
     assert theirs_snaps["commit_id"].notna().all()
     assert len(frames.cadence(snaps, 1000, sink=connector)) == len(theirs_snaps) - 1
     assert not frames.commits(stack, sink=sink.config.name, control_topic=APACHE_CONTROL_TOPIC).shape[0]
+    # Per-record visibility, as for sinklab's tables: the offsets each commit covered from its control topic
+    # (its data-complete events), and where that is gone, from the rows each snapshot added.
+    produced = frames.record_times(stack, theirs)
+    vis = frames.visibility(frames.with_offsets(snaps, theirs_log), produced, sink=connector)
+    assert len(vis) == sent and vis["visible_at"].notna().all() and (vis["latency_s"] > 0).all()
+    added = dict(zip(theirs_snaps["snapshot_id"], theirs_snaps["added_records"], strict=True))
+    assert {s: n for s, n in vis.groupby("snapshot_id").size().items()} == {s: n for s, n in added.items() if n}
+    from_rows = frames.visibility(frames.with_offsets(snaps, frames.added_offsets(stack, their_table)), produced,
+                                  sink=connector)
+    assert from_rows[["offset", "snapshot_id"]].equals(vis[["offset", "snapshot_id"]])
     # ... its dashboard (watched through its config and its worker) and `sinklab sink status` too.
     observed = Observed(stack, config, connect_url=worker.url)
     dashboard = Dashboard(observed)

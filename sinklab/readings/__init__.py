@@ -34,12 +34,14 @@ from sinklab.readings.derive import (
     pace,
     steady,
     visibility,
+    with_offsets,
 )
 from sinklab.readings.kafka import consumer_lag, dead_letters, lag_history, record_times
 from sinklab.readings.tables import (
     MAIN,
     METADATA_FIELD,
     SUMMARY_INTS,
+    added_offsets,
     files,
     history,
     load_table,
@@ -53,8 +55,8 @@ from sinklab.readings.tables import (
 __all__ = [
     "COMMIT_COLUMNS", "CYCLE_COLUMNS", "FLOAT_COLUMNS", "LAG_COLUMNS", "MAIN", "MAINTENANCE_COLUMNS", "METADATA_FIELD",
     "OBJECT_COLUMNS", "RECORD_COLUMNS", "SNAPSHOT_COLUMNS", "SUMMARY_INTS", "TIME_COLUMNS", "VISIBILITY_COLUMNS",
-    "ControlLog", "cadence", "commits", "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters",
-    "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table", "maintenance_runs",
-    "metadata_history", "pace", "record_times", "refs", "schemas", "snapshots", "steady", "table_record_times",
-    "visibility",
+    "ControlLog", "added_offsets", "cadence", "commits", "consumer_lag", "control_log", "cycles", "dead_letter_stages",
+    "dead_letters", "files", "flows", "freshness", "history", "lag_history", "latency_percentiles", "load_table",
+    "maintenance_runs", "metadata_history", "pace", "record_times", "refs", "schemas", "snapshots", "steady",
+    "table_record_times", "visibility", "with_offsets"
 ]

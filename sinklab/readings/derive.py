@@ -2,9 +2,9 @@
 read now or saved, and test without a stack.
 
 From snapshots: the ``cadence`` of commits and the tables' ``freshness``; with the records' times,
-each record's ``visibility`` and its ``latency_percentiles`` (``steady`` leaves the warm-up cycle out).
-From cycles: what sets the ``pace``, the ``flows`` from topics through the sink into tables, and the
-``dead_letter_stages``.
+each record's ``visibility`` (any sink's: ``with_offsets`` gives Apache's snapshots their offsets) and
+its ``latency_percentiles`` (``steady`` leaves the warm-up cycle out). From cycles: what sets the
+``pace``, the ``flows`` from topics through the sink into tables, and the ``dead_letter_stages``.
 """
 
 from __future__ import annotations
@@ -71,6 +71,20 @@ def freshness(snaps: pd.DataFrame, now: pd.Timestamp | None = None, sink: str | 
     out["fresh_s"] = (out["at"] - out["vtts"]).dt.total_seconds()
     out["stale_s"] = (out["until"] - out["vtts"]).dt.total_seconds()
     return out.reset_index(drop=True)
+
+
+def with_offsets(snaps: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
+    """``snaps`` whose snapshots record no source offsets given those of ``offsets`` (columns ``table``,
+    ``snapshot_id``, ``offsets``), so that :func:`visibility` reads any sink's tables. Apache's sink keeps
+    them out of the table: its control topic has them (:func:`~sinklab.readings.commits`: each commit's
+    data-complete events), and where that topic is gone, the rows do (:func:`~sinklab.readings.added_offsets`,
+    from a Kafka-metadata column). Offsets a snapshot records itself (sinklab's) stand."""
+    known = {(t, int(s)): o for t, s, o in zip(offsets["table"], offsets["snapshot_id"], offsets["offsets"],
+                                              strict=True) if o}
+    out = snaps.copy()
+    out["offsets"] = [o if o else known.get((t, int(s)), o)
+                      for t, s, o in zip(out["table"], out["snapshot_id"], out["offsets"], strict=True)]
+    return out
 
 
 def visibility(snaps: pd.DataFrame, records: pd.DataFrame, sink: str | None = None) -> pd.DataFrame:

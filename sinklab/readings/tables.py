@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from pyiceberg.manifest import FileFormat
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus
 from pyiceberg.table.snapshots import ancestors_of
 
 from sinklab.readings.columns import SNAPSHOT_COLUMNS, empty
@@ -229,24 +229,60 @@ def table_record_times(source: MetadataSource, table: str, field: str = METADATA
     Kafka metadata columns (the ``KafkaMetadataTransform``, flat or nested): exactly the records the
     table holds, which is what per-table visibility needs under fan-out."""
     tbl = load_table(source, table)
+    columns = _metadata_columns(tbl, table, field)
+    scan = tbl.scan(selected_fields=tuple(columns), snapshot_id=snapshot_id).to_arrow()
+    frame = _metadata_frame(scan, columns, field)
+    frame["table"] = table
+    return frame.sort_values(["topic", "partition", "offset"], ignore_index=True)
+
+
+def added_offsets(source: MetadataSource, table: str, field: str = METADATA_FIELD, branch: str = MAIN
+                  ) -> pd.DataFrame:
+    """Per snapshot of ``branch``, the source offsets its records end at (per topic and partition, the
+    last offset + 1, as a sink records them), read from the Kafka-metadata columns (``field``, as
+    :func:`table_record_times`) of the data files it added: ``table``, ``snapshot_id``, ``offsets``, for
+    :func:`~sinklab.readings.with_offsets`. For a sink that keeps its offsets out of the table (Apache's)
+    once its control topic is gone; each snapshot reads only the files it added."""
+    import pyarrow.parquet as pq
+
+    tbl = load_table(source, table)
+    columns = _metadata_columns(tbl, table, field)
+    top = list(dict.fromkeys(c.split(".", 1)[0] for c in columns))
+    rows = []
+    for snap in _lineage(tbl, branch):
+        added = [e.data_file.file_path for m in snap.manifests(tbl.io) if m.added_snapshot_id == snap.snapshot_id
+                 for e in m.fetch_manifest_entry(tbl.io) if e.status == ManifestEntryStatus.ADDED
+                 and e.data_file.content == DataFileContent.DATA]
+        if not added:
+            continue
+        parts = []
+        for path in added:
+            with tbl.io.new_input(path).open() as f:
+                parts.append(_metadata_frame(pq.read_table(f, columns=top), columns, field))
+        frame = pd.concat(parts, ignore_index=True)
+        ends = frame.groupby(["topic", "partition"])["offset"].max() + 1
+        offsets: dict[str, dict[int, int]] = {}
+        for (topic, partition), end in ends.items():
+            offsets.setdefault(str(topic), {})[int(partition)] = int(end)
+        rows.append({"table": table, "snapshot_id": snap.snapshot_id, "offsets": offsets})
+    return pd.DataFrame(rows, columns=["table", "snapshot_id", "offsets"])
+
+
+def _metadata_columns(tbl: Table, table: str, field: str) -> list[str]:
+    """The Kafka-metadata columns of ``tbl`` (topic, partition, offset, timestamp), flat or nested."""
     fields = {f.name for f in tbl.schema().fields}
     # Iceberg's transform names the record's timestamp `timestamp`; sinklab before 2026-11-28 named it
     # `record_timestamp`, which its tables keep.
     stamp = "record_timestamp" if f"{field}_record_timestamp" in fields else "timestamp"
     parts = ("topic", "partition", "offset", stamp)
     if all(f"{field}_{p}" in fields for p in parts):
-        columns = [f"{field}_{p}" for p in parts]
-    elif field in fields:
+        return [f"{field}_{p}" for p in parts]
+    if field in fields:
         nested = tbl.schema().find_field(field).field_type
         stamp = "record_timestamp" if "record_timestamp" in {f.name for f in nested.fields} else "timestamp"
-        columns = [f"{field}.{p}" for p in (*parts[:3], stamp)]
-    else:
-        raise ValueError(f"table {table} has no Kafka metadata columns ({field}_topic, … or a {field} struct): "
-                         f"configure the KafkaMetadataTransform, or use record_times() to read Kafka")
-    scan = tbl.scan(selected_fields=tuple(columns), snapshot_id=snapshot_id).to_arrow()
-    frame = _metadata_frame(scan, columns, field)
-    frame["table"] = table
-    return frame.sort_values(["topic", "partition", "offset"], ignore_index=True)
+        return [f"{field}.{p}" for p in (*parts[:3], stamp)]
+    raise ValueError(f"table {table} has no Kafka metadata columns ({field}_topic, … or a {field} struct): "
+                     f"configure the KafkaMetadataTransform, or use record_times() to read Kafka")
 
 
 def _nested(scan: Any, field: str, part: str) -> pd.Series:

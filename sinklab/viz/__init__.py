@@ -14,6 +14,7 @@ topic, Kafka's timestamps; re-exported here), a live dashboard and the commit-in
 
 from sinklab.readings import (
     ControlLog,
+    added_offsets,
     cadence,
     commits,
     consumer_lag,
@@ -38,6 +39,7 @@ from sinklab.readings import (
     steady,
     table_record_times,
     visibility,
+    with_offsets,
 )
 from sinklab.viz import render
 from sinklab.viz.dashboard import Dashboard
@@ -66,12 +68,12 @@ from sinklab.viz.planner import Calibration, calibrate, frontier, plot_plan, rec
 render.use()
 
 __all__ = [
-    "Calibration", "ControlLog", "Dashboard", "Exploration", "Observed", "cadence", "calibrate", "combine", "commits",
-    "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters", "explore_intervals", "files",
-    "flows", "freshness",
-    "frontier", "history", "lag_history", "latency_percentiles", "load_table", "maintenance_runs", "metadata_history",
-    "pace", "plot_cadence", "plot_counters", "plot_fan_out", "plot_file_layout", "plot_files", "plot_freshness",
-    "plot_lag", "plot_metadata", "plot_plan", "plot_sankey", "plot_schemas", "plot_snapshots", "plot_table_growth",
-    "plot_tradeoff", "plot_visibility", "recommend", "record_times", "refs", "schemas", "snapshots", "steady",
-    "table_record_times", "visibility", "wait_caught_up",
+    "Calibration", "ControlLog", "Dashboard", "Exploration", "Observed", "added_offsets", "cadence", "calibrate",
+    "combine", "commits", "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters",
+    "explore_intervals", "files", "flows", "freshness", "frontier", "history", "lag_history", "latency_percentiles",
+    "load_table", "maintenance_runs", "metadata_history", "pace", "plot_cadence", "plot_counters", "plot_fan_out",
+    "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_plan", "plot_sankey",
+    "plot_schemas", "plot_snapshots", "plot_table_growth", "plot_tradeoff", "plot_visibility", "recommend",
+    "record_times", "refs", "schemas", "snapshots", "steady", "table_record_times", "visibility", "wait_caught_up",
+    "with_offsets"
 ]

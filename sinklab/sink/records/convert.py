@@ -306,7 +306,7 @@ def to_rows_by_schema(records: DataFrame, parts: Sequence[tuple[RowColumns, int]
     for k, (columns, bits) in enumerate(parts):
         mine = F.col(TABLES).bitwiseAND(F.lit(bits)) != 0
         parsed = parse_once(rows, {name: F.when(mine, c) for name, c in columns.computed.items()})
-        rows = parsed.select(*rows.columns, F.struct(*columns.values).alias(row_of(k)),
+        rows = parsed.select(*rows.columns, F.when(mine, F.struct(*columns.values)).alias(row_of(k)),
                              F.when(mine, columns.error).alias(error_of(k)))
         failed = failed.bitwiseOR(F.when(F.col(error_of(k)).isNotNull(), F.lit(bits)).otherwise(F.lit(0)))
     rows = observe(rows) if observe else rows
