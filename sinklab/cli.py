@@ -14,6 +14,7 @@ from sinklab.commands import (
     cmd_connect,
     cmd_demo,
     cmd_dlq_replay,
+    cmd_explore,
     cmd_generate,
     cmd_jars_export,
     cmd_jars_fetch,
@@ -64,6 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--stack", help="stack.json of the stack the sinks run on")
     status.add_argument("--json", action="store_true", help="as JSON, one object per sink")
     status.set_defaults(func=cmd_sink_status)
+
+    explore = sub.add_parser(
+        "explore", help="the commit-interval explorer: a generated stream through sinklab's sink or Apache's own at "
+                        "each interval, its visibility, snapshots and files measured")
+    explore.add_argument("--sink", default="sinklab", help="sinklab, apache (Apache's Iceberg sink in a Kafka "
+                                                           "Connect worker), or both: apache,sinklab")
+    explore.add_argument("--config", help="a connector's JSON whose settings every run takes (its knobs: "
+                                          "iceberg.control.commit.timeout-ms, tasks.max, ...); its topics, tables "
+                                          "and interval are each run's own")
+    explore.add_argument("--stack", help="stack.json of the stack to run on (default: an embedded stack for the run)")
+    explore.add_argument("--intervals", default="1s,5s", help="commit intervals, comma-separated (2s,10s,60s)")
+    explore.add_argument("--rate", type=float, default=500.0, help="events per second")
+    explore.add_argument("--seconds", type=float, default=20.0, help="how long each interval's stream runs")
+    explore.add_argument("--generator", default="pizzas", help="a built-in stream or a spec file")
+    explore.add_argument("--seed", type=int, default=7)
+    explore.add_argument("--partitions", type=int, default=3)
+    explore.add_argument("--json", metavar="FILE", help="also write the runs as JSON")
+    explore.set_defaults(func=cmd_explore)
 
     dlq = sub.add_parser("dlq", help="a sink's dead-letter table")
     dlq_sub = dlq.add_subparsers(dest="dlq_command", required=True)

@@ -25,9 +25,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 from sinklab import readings as frames
+from sinklab import viz
 from sinklab.connect.report import sink_reports
 from sinklab.exceptions import ConfigError
-from sinklab.generators import produce_json
+from sinklab.generators import PizzaGenerator, produce_json
 from sinklab.sink import IcebergSink
 from sinklab.sink.apache import takeover
 from sinklab.sink.config import keys
@@ -321,3 +322,65 @@ def snapshots(stack: Stack, table: str) -> int:
         return len(stack.catalog.load_table(tuple(table.split("."))).metadata.snapshots)
     except NoSuchTableError:
         return 0
+
+
+def test_the_explorer_measures_apaches_sink_at_each_interval(stack: Stack, unique: str) -> None:
+    # The real sink in a Connect worker of the explorer's own, a connector per interval, its knobs from a
+    # connector config; measured from its table and its control topic as sinklab's runs are.
+    ex = viz.explore_intervals(stack, PizzaGenerator(seed=9), intervals_ms=(1000, 4000), count=600, rate=150,
+                               partitions=2, namespace=unique, sink="apache",
+                               config={"name": "mine", "tasks.max": "1", "topics": "ignored",
+                                       "iceberg.control.commit.timeout-ms": "20000"})
+    assert ex.results["sink"].tolist() == ["apache", "apache"] and ex.results["interval_ms"].tolist() == [1000, 4000]
+    assert ex.results["records"].tolist() == [600, 600]  # every record of the stream committed and measured
+    for row, run in zip(ex.results.itertuples(), ex.runs, strict=True):
+        measured = ex.snapshots[ex.snapshots["interval_ms"] == row.interval_ms]
+        snaps = frames.snapshots(stack, run["table"])
+        assert set(measured["snapshot_id"]) < set(snaps["snapshot_id"])  # the priming commit is not measured
+        assert set(measured["sink"]) == {run["sink"]} and measured["added_records"].sum() == 600
+        assert 0 < row.p50_s <= row.p99_s <= row.max_s and row.mean_cycle_ms > 0  # its commit round
+        vis = ex.visibility[ex.visibility["interval_ms"] == row.interval_ms]
+        assert vis["snapshot_id"].isin(set(measured["snapshot_id"])).all()
+    fast, slow = ex.results.itertuples()
+    assert fast.snapshots > slow.snapshots and fast.p50_s < slow.p50_s
+    assert fast.commit_gap_s >= 0.9  # a commit a second, not faster
+    assert "apache, interval 1 s" not in set(ex.visibility["series"])  # one sink: the series named by interval
+
+
+def test_sinklab_explore_runs_both_sinks_from_the_command_line(stack: Stack, unique: str, tmp_path: Path) -> None:
+    config = tmp_path / "connector.json"
+    config.write_text(json.dumps({"name": "mine", "config": {"tasks.max": "1", "topics": "ignored"}}))
+    out = tmp_path / "runs.json"
+    done = run_cli("explore", "--sink", "apache,sinklab", "--config", str(config), "--stack",
+                   str(stack.write(tmp_path / "stack.json")), "--intervals", "2s", "--rate", "150", "--seconds", "2",
+                   "--partitions", "2", "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(out.read_text())
+    assert runs["sink"] == "apache,sinklab" and [r["sink"] for r in runs["runs"]] == ["apache", "sinklab"]
+    for run in runs["runs"]:
+        assert set(run) == {"sink", "interval_ms", "records", "p50_visibility_s", "p99_visibility_s",
+                            "snapshots_per_hour", "data_files_per_hour", "mean_file_bytes", "commit_round_s",
+                            "table", "note"}
+        assert run["interval_ms"] == 2000 and run["records"] == 300 and run["p50_visibility_s"] > 0
+        assert run["commit_round_s"] > 0 and run["mean_file_bytes"] > 0
+        assert run["snapshots_per_hour"] is None and "not enough data" in run["note"]  # a 2 s stream
+        assert sum(frames.snapshots(stack, run["table"])["added_records"]) >= 300
+        assert run["table"] in done.stdout
+    header = done.stdout.splitlines()[0].split()
+    assert header[:3] == ["sink", "interval", "records"]
+
+
+def test_the_planner_fits_apaches_commit_rounds_and_recommends_only_its_keys(stack: Stack, unique: str) -> None:
+    cal = viz.calibrate(stack, sizes=(500, 1500), repeats=2, partitions=2, namespace=unique, sink="apache",
+                        config={"tasks.max": "1"})
+    # Its points are Apache's commits (start-commit to commit-complete), at 1 s and 3 s of a 500/s stream.
+    assert cal.sink == "apache" and len(cal.points) >= 4 and (cal.points["seconds"] > 0).all()
+    assert cal.points["records"].min() < 1000 < cal.points["records"].max()
+    assert "Apache's sink: a commit round" in repr(cal)
+    plan = viz.frontier(cal, rate=500)
+    target = float(plan["latency_s"].median())
+    settings = viz.recommend(plan, target_s=target)
+    assert [k for k in settings if "." in k] == [keys.COMMIT_INTERVAL_MS]  # its own key: no sinklab.* one
+    longest = plan[plan["latency_s"] <= target]["interval_s"].max()  # the fewest files that meet the target
+    assert int(settings[keys.COMMIT_INTERVAL_MS]) == int(longest * 1000)
+    assert "compact every" in settings["maintenance"]

@@ -4,6 +4,7 @@ and its final state left as a picture when it stops. Screenshots go to the test'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -68,7 +70,13 @@ dashboard.figure()  # the final state, as an ordinary output (with a PNG for exp
 
 @pytest.fixture()
 def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
-    """JupyterLab on a free loopback port with a token, serving a folder with the test's notebook;
+    with jupyterlab(tmp_path, CELLS) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def jupyterlab(tmp_path: Path, cells: list[str]) -> Iterator[tuple[str, str, Path]]:
+    """JupyterLab on a free loopback port with a token, serving a folder with a notebook of ``cells``;
     stopped by PID (SIGTERM, wait, SIGKILL) whatever the test did."""
     if chromium() is None:
         pytest.fail("no chromium on PATH: `make tools` installs Debian's chromium")
@@ -79,7 +87,7 @@ def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     root.mkdir()
     seen = repr(str(root / SEEN))
     nb.cells = [nbformat.v4.new_code_cell(c.replace("WORKDIR", repr(str(workdir))).replace("SEEN_FILE", seen))
-                for c in CELLS]
+                for c in cells]
     nbformat.write(nb, root / "dashboard.ipynb")
     port, token = free_port(), secrets.token_hex(16)
     log = (tmp_path / "jupyterlab.log").open("w")
@@ -109,45 +117,58 @@ def lab(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
         stop_leftovers(str(workdir))
 
 
-def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
+def screenshots(test: str, shots: list[Path]) -> Any:
+    """``shot(page, name)``: a screenshot into this test's output folder (emptied first), listed in ``shots``."""
+    folder = OUTPUT / test
+    shutil.rmtree(folder, ignore_errors=True)  # this run's screenshots only
+    folder.mkdir(parents=True)
 
-    url, token, notebook = lab
-    shutil.rmtree(OUTPUT, ignore_errors=True)  # this run's screenshots only
-    OUTPUT.mkdir(parents=True)
-    shots: list[Path] = []
-
-    def shot(page: object, name: str) -> None:
+    def shot(page: Any, name: str) -> None:
         # A screenshot is for the reader, never what decides the test: under a loaded machine a
         # plotly page's full-page shot outlasted Playwright's 30 s (CI, stop 47), so it is the
         # viewport, bounded, and a shot not taken is said, not raised.
-        path = OUTPUT / f"{len(shots) + 1:02d}-{name}.png"
+        path = folder / f"{len(shots) + 1:02d}-{name}.png"
         try:
-            page.screenshot(path=str(path), timeout=15_000)  # type: ignore[attr-defined]
+            page.screenshot(path=str(path), timeout=15_000)
         except Exception as e:  # noqa: BLE001 - see above
             print(f"screenshot {name} not taken: {type(e).__name__}")
             return
         shots.append(path)
+    return shot
+
+
+def run_all(page: Any, url: str, token: str) -> None:
+    """Open the served notebook in JupyterLab and run all its cells once its kernel is connected."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(f"{url}/lab/tree/dashboard.ipynb?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    # The kernel must be connected, or "Run All Cells" is dropped: its status bar reads Idle.
+    page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
+    for _ in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        try:  # the first cell runs ([*]) or already ran ([1])
+            page.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|1)\]")).first.wait_for(
+                state="attached", timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            continue
+
+
+def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, token, notebook = lab
+    shots: list[Path] = []
+    shot = screenshots("dashboard", shots)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium(), headless=True,
                                      args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         try:
-            page.goto(f"{url}/lab/tree/dashboard.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-            # The kernel must be connected, or "Run All Cells" is dropped: its status bar reads Idle.
-            page.locator(".jp-StatusBar-TextItem", has_text="Idle").first.wait_for(timeout=90_000)
-            for _ in range(3):
-                page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-                page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-                try:  # the first cell runs ([*]) or already ran ([1])
-                    page.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|1)\]")).first.wait_for(
-                        state="attached", timeout=15_000)
-                    break
-                except PlaywrightTimeout:
-                    continue
+            run_all(page, url, token)
 
             # Drawn: the live figure's SVG, then more points as the sink commits.
             page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
@@ -186,6 +207,84 @@ def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
                     for o in figures] == [1], outputs
         except BaseException:
             # A screenshot of the failure; shot() never raises, so the failure is what the report shows.
+            shot(page, "failed")
+            raise
+        finally:
+            browser.close()
+    print("\nscreenshots:", *map(str, shots), sep="\n  ")
+
+
+PANEL_CELLS = [
+    CELLS[0].replace('"iceberg.control.commit.interval-ms": "1000"', '"iceberg.control.commit.interval-ms": "30000"'),
+    """sink.start()  # its first cycle at once, the next in 30 s
+run = PizzaGenerator(seed=2).produce(stack, "pizzas", count=None, rate=100, partitions=2)
+dashboard = viz.Dashboard(sink, every_s=1.0)
+dashboard.start()
+dashboard""",
+    """panel = viz.ControlPanel(sink, production=run)
+panel""",
+    """import json, pathlib, time
+# Until someone moves the interval (the test, in the browser), then until three commits came at the new
+# pace: what the kernel saw goes to a file the test reads. At most 5 minutes.
+deadline = time.monotonic() + 300
+while not sink.status().marks and time.monotonic() < deadline:
+    time.sleep(0.2)
+tuned = sink.status().marks[0] if sink.status().marks else None
+times = []
+while tuned and len(times) < 4 and time.monotonic() < deadline:
+    last = sink.status().last_commit
+    if last and last["at"] > tuned["at"] and (not times or last["at"] != times[-1]):
+        times.append(last["at"])
+    time.sleep(0.1)
+pathlib.Path(SEEN_FILE).write_text(json.dumps({"mark": tuned, "commits": times,
+                                               "interval_ms": sink.config.commit_interval_ms}))
+time.sleep(3)  # a refresh or two of the dashboard with the mark
+run.stop()
+sink.stop()
+dashboard.stop()
+print("DONE")""",
+    "stack.close()",
+]
+
+
+def test_the_control_panel_turns_the_interval_in_jupyterlab(tmp_path: Path) -> None:
+    # A person moves the interval slider beside the live dashboard: the running sink commits at the new
+    # pace from its next cycle, and the dashboard marks the moment.
+    from playwright.sync_api import sync_playwright
+
+    shots: list[Path] = []
+    shot = screenshots("control-panel", shots)
+    with jupyterlab(tmp_path, PANEL_CELLS) as (url, token, notebook), sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        try:
+            run_all(page, url, token)
+            page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
+            readout = page.locator(".jp-OutputArea-output .widget-readout").first  # the interval slider's
+            readout.wait_for(timeout=120_000)
+            shot(page, "panel-drawn")
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type("1")
+            page.keyboard.press("Enter")
+            seen = notebook.parent / SEEN
+            deadline = time.monotonic() + 240
+            while not seen.exists() and time.monotonic() < deadline:
+                time.sleep(1)
+            assert seen.exists(), "the kernel never saw the interval change (or three commits after it)"
+            said = json.loads(seen.read_text())
+            assert said["interval_ms"] == 1000 and said["mark"]["kind"] == "tuned"
+            assert said["mark"]["detail"] == "iceberg.control.commit.interval-ms=1000"
+            commits = said["commits"]
+            # Three gaps at the new pace (30 s before): the cadence followed the slider.
+            assert len(commits) == 4 and max(b - a for a, b in zip(commits, commits[1:], strict=False)) < 10
+            page.locator(".jp-OutputArea-output .js-plotly-plot .annotation-text", has_text="tuned").first \
+                .wait_for(state="attached", timeout=60_000)
+            shot(page, "cadence-followed")
+            page.locator(".jp-OutputArea-output pre", has_text="DONE").wait_for(timeout=180_000)
+            page.locator(".jp-InputPrompt", has_text="[5]").first.wait_for(state="attached", timeout=120_000)
+        except BaseException:
             shot(page, "failed")
             raise
         finally:

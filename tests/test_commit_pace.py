@@ -137,3 +137,53 @@ def test_a_lag_target_below_what_cycles_achieve_is_reported(stack: Stack, unique
     dash = viz.Dashboard(sink)
     dash.refresh()
     assert "target lag 0.1 s" in dash.header and "below what this sink achieves" in dash.header
+
+
+def test_turning_the_knobs_of_a_running_sink(stack: Stack, unique: str) -> None:
+    # The control panel's controls, from code: the interval from the next cycle (a ten-minute wait under
+    # way is cut short), the record trigger, pause and resume; each marked for the dashboard.
+    from sinklab.exceptions import ConfigError
+    from sinklab.generators import PizzaGenerator
+
+    stack.create_topic(unique, partitions=2)
+    table = f"{unique}.pizzas"
+    sink = IcebergSink(stack, sink_config(unique, **{"iceberg.control.commit.interval-ms": TEN_MINUTES_MS}))
+    run = PizzaGenerator(seed=4).produce(stack, unique, count=None, rate=100, partitions=2)
+    try:
+        sink.start()  # the first cycle at once, the next in ten minutes
+        wait_for_rows(stack, table, 1, sink)
+        panel = viz.ControlPanel(sink, production=run)
+        seen: list[dict[str, Any]] = []
+        panel.changed.append(seen.append)
+        panel.interval.value = 1.0  # as the slider does
+        assert sink.config.commit_interval_ms == 1000 and seen[-1]["value"] == 1000
+        deadline = time.monotonic() + 30
+        while sink.status().cycles < 4:
+            assert time.monotonic() < deadline, sink.status()
+            time.sleep(0.2)
+        panel.paused.value = True
+        time.sleep(1.5)  # the running cycle finishes
+        held = sink.status().cycles
+        time.sleep(2.5)
+        assert sink.status().cycles == held and sink.status().state == "PAUSED"
+        panel.paused.value = False
+        deadline = time.monotonic() + 30
+        while sink.status().cycles <= held:
+            assert time.monotonic() < deadline, sink.status()
+            time.sleep(0.2)
+        assert sink.status().state == "RUNNING"
+        panel.rate.value = 400.0
+        assert run.rate == 400.0
+        with pytest.raises(ConfigError) as bad:
+            sink.retune(commit_interval_ms=0)
+        assert bad.value.key == "iceberg.control.commit.interval-ms"
+        with pytest.raises(ConfigError, match="retune takes"):
+            sink.retune(tasks_max=3)  # type: ignore[arg-type]
+    finally:
+        run.stop()
+        sink.stop()
+    marks = sink.status().marks
+    assert [m["kind"] for m in marks] == ["tuned", "paused", "resumed"]
+    assert marks[0]["detail"] == "iceberg.control.commit.interval-ms=1000"
+    assert [e["what"] for e in panel.log] == ["interval", "sink", "sink", "rate"]
+    assert sorted(order_ids(stack, table)) == sorted(set(order_ids(stack, table)))  # every record once

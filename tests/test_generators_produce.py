@@ -194,3 +194,30 @@ def test_cli_generate(stack: Stack, unique: str, tmp_path: Path) -> None:
     spec.write_text("name: orders\nfields:\n  n: {kind: sequence, stepp: 2}\n")
     bad = run_cli("generate", "--spec", str(spec), "--topic", unique, "--count", "5", "--stack", stack_file)
     assert bad.returncode == 1 and "fields.n.stepp: Extra inputs are not permitted" in bad.stderr
+
+
+def test_a_running_stream_changes_its_rate_and_pauses(stack: Stack, unique: str) -> None:
+    # What the control panel's rate slider and pause button do: from the next record, no catching up.
+    run = PizzaGenerator().produce(stack, unique, count=None, rate=50, partitions=1)
+    assert run.rate == 50
+    time.sleep(1.0)
+    slow = run.sent
+    run.set_rate(1000)
+    assert run.rate == 1000
+    time.sleep(1.0)
+    fast = run.sent - slow
+    run.pause()
+    time.sleep(0.3)
+    at_pause = run.sent
+    time.sleep(1.0)
+    held = run.sent - at_pause
+    assert run.state == "paused"
+    run.resume()
+    time.sleep(0.5)
+    resumed = run.sent - at_pause
+    run.stop()
+    assert slow <= 100 and fast >= 300 and held == 0
+    assert 0 < resumed < 1200  # 0.5 s at 1000/s, not the 1.3 s paused caught up on
+    assert run.state == "stopped" and run.failed == 0
+    with pytest.raises(ValueError, match="more than 0"):
+        run.set_rate(0)

@@ -390,8 +390,9 @@ def test_dashboard_refreshes_while_the_sink_runs(stack: Stack, unique: str) -> N
 def test_explorer_measures_each_interval(stack: Stack) -> None:
     ex = viz.explore_intervals(stack, PizzaGenerator(seed=9), intervals_ms=(500, 3000), count=600, rate=300,
                                partitions=2, namespace="ex" + uuid.uuid4().hex[:6])
-    assert ex.results["interval_ms"].tolist() == [500, 3000]
+    assert ex.results["interval_ms"].tolist() == [500, 3000] and set(ex.results["sink"]) == {"sinklab"}
     assert ex.results["records"].tolist() == [600, 600]  # every record of the stream committed and measured
+    assert ex.results["table"].tolist() == [r["table"] for r in ex.runs]
     for row, info in zip(ex.results.itertuples(), ex.runs, strict=True):
         snaps = viz.snapshots(stack, info["table"])
         measured = ex.snapshots[ex.snapshots["interval_ms"] == row.interval_ms]
@@ -399,7 +400,8 @@ def test_explorer_measures_each_interval(stack: Stack) -> None:
         assert row.snapshots == len(measured) and measured["added_records"].sum() == 600
         assert row.files == measured["added_files"].sum()
         if row.snapshots >= viz.explorer.MIN_COMMITS:
-            assert row.snapshots_per_hour == pytest.approx(row.snapshots / row.window_s * 3600) and not row.note
+            assert row.snapshots_per_hour == pytest.approx(row.snapshots / row.window_s * 3600)
+            assert "not enough data" not in row.note
         else:  # too few commits to project a rate per hour from
             assert pd.isna(row.snapshots_per_hour) and pd.isna(row.files_per_table_per_hour)
             assert row.note == f"not enough data: {row.snapshots} commits (< 5)"

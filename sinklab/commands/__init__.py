@@ -5,6 +5,7 @@ calls them. A handler takes the parsed arguments and returns the exit status; it
 from sinklab.commands.connect import cmd_connect
 from sinklab.commands.demo import cmd_demo
 from sinklab.commands.dlq import cmd_dlq_replay
+from sinklab.commands.explore import cmd_explore
 from sinklab.commands.generate import cmd_generate
 from sinklab.commands.jars import cmd_jars_export, cmd_jars_fetch
 from sinklab.commands.jvm import cmd_jvm_train
@@ -12,6 +13,8 @@ from sinklab.commands.sink import cmd_sink_run, cmd_sink_status
 from sinklab.commands.stack import cmd_stack_down, cmd_stack_status, cmd_stack_up
 from sinklab.commands.table import cmd_table
 
-__all__ = ["cmd_connect", "cmd_demo", "cmd_dlq_replay", "cmd_generate", "cmd_jars_export", "cmd_jars_fetch",
-           "cmd_jvm_train", "cmd_sink_run", "cmd_sink_status", "cmd_stack_down", "cmd_stack_status", "cmd_stack_up",
-           "cmd_table"]
+__all__ = [
+    "cmd_connect", "cmd_demo", "cmd_dlq_replay", "cmd_explore", "cmd_generate", "cmd_jars_export", "cmd_jars_fetch",
+    "cmd_jvm_train", "cmd_sink_run", "cmd_sink_status", "cmd_stack_down", "cmd_stack_status", "cmd_stack_up",
+    "cmd_table"
+]

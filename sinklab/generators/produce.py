@@ -117,14 +117,16 @@ class Pacer:
     """Blocks until the schedule lets event n go; `idle` runs while waiting (it serves delivery reports)."""
 
     def __init__(self, schedule: RateSchedule, clock: Clock, idle: Callable[[float], None] | None = None,
-                 stopped: Callable[[], bool] = lambda: False):
+                 stopped: Callable[[], bool] = lambda: False, first: int = 0):
+        """``first``: the event the schedule starts at (a rate changed mid-run starts from now)."""
         self.schedule, self.clock = schedule, clock
         self.idle = idle or clock.sleep
         self.stopped = stopped
         self.started = clock.now()
+        self.first = first
 
     def wait(self, n: int) -> None:
-        due = self.started + self.schedule.time_for(n)
+        due = self.started + self.schedule.time_for(n - self.first)
         while not self.stopped():
             left = due - self.clock.now()
             if left <= 0:
@@ -167,6 +169,9 @@ class Production:
         self.finished_at: float | None = None
         self.state = "running"
         self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._retimed: RateSchedule | None = None  # a rate set mid-run, for the producing thread to take
+        self.rate: float | None = None  # records a second asked for (None: as fast as it goes)
         self._thread: threading.Thread | None = None
         self._displays: list[Any] = []
 
@@ -191,6 +196,23 @@ class Production:
         if self._thread is not None:
             self._thread.join(timeout)
         return self
+
+    def set_rate(self, per_second: float) -> None:
+        """From the next record on, ``per_second`` records a second (a burst schedule is dropped); a run
+        started without a rate gets one."""
+        if not per_second > 0:
+            raise ValueError(f"{self.name} -> {self.topic}: a rate is more than 0 records a second, not {per_second}")
+        self._retimed = RateSchedule(per_second)
+        self.rate = per_second
+
+    def pause(self) -> None:
+        """Send nothing until ``resume``; what was sent is still delivered."""
+        self._paused.set()
+        self.state = "paused"
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self.state = "running"
 
     def raise_for_errors(self) -> None:
         if self.error is not None:
@@ -345,6 +367,7 @@ def produce_records(stack: Stack, topic: str, records: Iterable[Record], *, coun
     from confluent_kafka import Producer
 
     handle = Production(name, topic, count)
+    handle.rate = schedule.per_second if schedule is not None else None
     # Its warnings (a coordinator still loading on a fresh broker) go to the stack's log, not to a
     # notebook's stderr; below warnings nothing is logged (librdkafka prints some of those itself
     # when the producer closes).
@@ -384,14 +407,22 @@ def _run(handle: Production, producer: Producer, records: Iterable[Record], topi
          schedule: RateSchedule | None, clock: Clock | None) -> None:
     stop = handle._stop
     pacer = None
+    clock = clock or MonotonicClock()
+    # With the real clock, waiting serves delivery reports; a fake clock only moves its own time.
+    idle = producer.poll if isinstance(clock, MonotonicClock) else None
     if schedule is not None:
-        clock = clock or MonotonicClock()
-        # With the real clock, waiting serves delivery reports; a fake clock only moves its own time.
-        idle = producer.poll if isinstance(clock, MonotonicClock) else None
         pacer = Pacer(schedule, clock, idle, stop.is_set)
     refreshed = time.monotonic()
     on_delivery = handle._delivered
     for n, record in enumerate(records):
+        if handle._paused.is_set():
+            while handle._paused.is_set() and not stop.is_set():
+                producer.poll(0.1)
+            # Resumed: the schedule starts again from now, no catching up on the pause.
+            handle._retimed = handle._retimed or (pacer.schedule if pacer is not None else None)
+        if handle._retimed is not None:
+            pacer = Pacer(handle._retimed, clock, idle, stop.is_set, first=n)
+            handle._retimed = None
         if pacer is not None:
             pacer.wait(n)
         if stop.is_set():

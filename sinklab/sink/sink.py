@@ -37,6 +37,10 @@ log = logging.getLogger("sinklab.sink")
 # How often a sink waiting for its next cycle looks at what is waiting in Kafka, with
 # sinklab.commit.max-records/-bytes: a cycle starts at most this late after the trigger is reached.
 TRIGGER_POLL_S = 0.1
+RETUNE_POLL_S = 0.2  # how soon a wait for the next cycle sees a retuned interval
+# What ``retune`` changes, by keyword, and the config key each stands for.
+RETUNABLE = {"commit_interval_ms": keys.COMMIT_INTERVAL_MS, "commit_target_lag_ms": keys.COMMIT_TARGET_LAG_MS,
+             "commit_max_records": keys.COMMIT_MAX_RECORDS}
 RETRY_DELAY_MAX_S = 10.0
 MAX_FAULTS = 100  # kept in status().faults, the newest
 
@@ -44,7 +48,7 @@ MAX_FAULTS = 100  # kept in status().faults, the newest
 @dataclass
 class SinkStatus:
     name: str
-    state: str  # UNASSIGNED, RUNNING, FAILED, STOPPED
+    state: str  # UNASSIGNED, RUNNING, PAUSED, FAILED, STOPPED
     cycles: int = 0
     records: int = 0
     last_commit: dict[str, Any] | None = None
@@ -56,6 +60,8 @@ class SinkStatus:
     retrying: dict[str, Any] | None = None
     # What went wrong and when (epoch s), newest last: {at, kind: retry | recovered | failed, detail}.
     faults: list[dict[str, Any]] = field(default_factory=list)
+    # What a person changed and when (epoch s), newest last: {at, kind: tuned | paused | resumed, detail}.
+    marks: list[dict[str, Any]] = field(default_factory=list)
 
     def __repr__(self) -> str:
         retrying = f", retrying ({self.retrying['error']})" if self.retrying else ""
@@ -100,6 +106,7 @@ class IcebergSink:
         self._spark: SparkSession | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._paused = threading.Event()
         self._lock = threading.Lock()
         # One cycle at a time: cycles share the session's spark.wap.branch (two row-level cycles at once
         # write into one staging branch, and it is published with both's rows) and the transactional producer.
@@ -331,7 +338,7 @@ class IcebergSink:
                     continue
                 if due(waiting, int(waiting * (self._bytes_per_record or 0)), c.commit_max_records, max_bytes):
                     return
-            self._stop.wait(min(left, TRIGGER_POLL_S) if polling else left)
+            self._stop.wait(min(left, TRIGGER_POLL_S if polling else RETUNE_POLL_S))
 
     def _paced(self, result: CycleResult | None, began: float) -> None:
         """What the pace learns from a cycle: the records' size, and for the lag target the cycle's cost
@@ -356,6 +363,9 @@ class IcebergSink:
 
         def loop() -> None:
             while not self._stop.is_set():
+                if self._paused.is_set():
+                    self._stop.wait(RETUNE_POLL_S)
+                    continue
                 began = time.monotonic()
                 try:
                     ok, _ = self._attempt()
@@ -370,6 +380,44 @@ class IcebergSink:
         self._thread = threading.Thread(target=loop, name=f"sinklab-{self.config.name}", daemon=True)
         self._thread.start()
         return self
+
+    # ---- turned by hand (a notebook's control panel): from the next cycle, and marked for the dashboard
+    def retune(self, **settings: int | None) -> None:
+        """Change a running sink's pace from its next cycle, as its config's keys would:
+        ``commit_interval_ms``, ``commit_target_lag_ms`` and ``commit_max_records`` (None turns the last
+        two off). A wait under way for the next cycle sees the new interval within ``RETUNE_POLL_S``;
+        the moment is marked in ``status().marks``."""
+        unknown = sorted(set(settings) - set(RETUNABLE))
+        if unknown:
+            raise ConfigError(None, f"sink {self.config.name}: retune takes {', '.join(RETUNABLE)}, not "
+                                    f"{', '.join(unknown)}")
+        for name, value in settings.items():
+            if value is None and name == "commit_interval_ms" or value is not None and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(RETUNABLE[name], f"sink {self.config.name}: {RETUNABLE[name]} must be a whole "
+                                                   f"number of at least 1, not {value!r}")
+        self.config = self.config.model_copy(update=settings)
+        c = self.config
+        if "commit_target_lag_ms" in settings or ("commit_interval_ms" in settings and self._target is not None):
+            self._target = (LagTarget(c.commit_target_lag_ms, c.commit_interval_ms)
+                            if c.commit_target_lag_ms is not None else None)
+        self._mark("tuned", ", ".join(f"{RETUNABLE[k]}={v}" for k, v in settings.items()))
+
+    def pause(self) -> None:
+        """Start no cycle until ``resume`` (the running one finishes), as Kafka Connect pauses a connector."""
+        self._paused.set()
+        self._mark("paused", "")
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self._mark("resumed", "")
+
+    def _mark(self, kind: str, detail: str) -> None:
+        with self._lock:
+            self._status.marks.append({"at": time.time(), "kind": kind, "detail": detail})
+            del self._status.marks[:-MAX_FAULTS]
+            if self._status.state in ("RUNNING", "PAUSED") and self._thread is not None:
+                self._status.state = "PAUSED" if self._paused.is_set() else "RUNNING"
 
     def halt(self) -> None:
         """Start no cycle after this returns; the running one finishes (``stop`` waits for it)."""
@@ -390,7 +438,8 @@ class IcebergSink:
 
     def status(self) -> SinkStatus:
         with self._lock:
-            status = SinkStatus(**{**self._status.__dict__, "faults": list(self._status.faults)})
+            status = SinkStatus(**{**self._status.__dict__, "faults": list(self._status.faults),
+                                   "marks": list(self._status.marks)})
         if self._coordinator is not None:
             status.lag = self._coordinator.lag()
         if self._target is not None:
@@ -416,7 +465,8 @@ class IcebergSink:
         with self._lock:
             # A cycle that succeeds after a failure (a restart) clears it; without the background
             # thread the sink is not running between calls.
-            self._status.state = "RUNNING" if self._thread is not None else "STOPPED"
+            self._status.state = ("STOPPED" if self._thread is None else "PAUSED" if self._paused.is_set()
+                                  else "RUNNING")
             self._status.trace = None
             if result is None:
                 return

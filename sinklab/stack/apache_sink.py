@@ -46,8 +46,11 @@ logger.herder.level = info
 class ConnectWorker:
     """``ConnectStandalone`` on the Java sink's classpath, with connectors added over REST."""
 
-    def __init__(self, stack: Stack, workdir: Path, heap_opts: list[str] | None = None):
+    def __init__(self, stack: Stack, workdir: Path, heap_opts: list[str] | None = None,
+                 settings: dict[str, str] | None = None):
+        """``settings``: worker properties over the defaults below (``offset.flush.interval.ms``, say)."""
         self.stack = stack
+        self.settings = settings or {}
         self.workdir = workdir
         self.port = free_port()
         self.worker_props = workdir / "worker.properties"
@@ -79,6 +82,7 @@ class ConnectWorker:
             # the whole classpath's ~100 jars at every start.
             "plugin.discovery": "service_load",
             **worker_security(self.stack),
+            **self.settings,
         }
 
     def start(self, timeout: float = 120) -> None:

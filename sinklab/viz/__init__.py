@@ -7,8 +7,10 @@ topic, Kafka's timestamps; re-exported here), a live dashboard and the commit-in
     vis = viz.visibility(snaps, viz.record_times(stack, "completed-pizzas"))
     viz.plot_visibility(vis)                                 # produce time -> readable, per record
     viz.Dashboard(sink).start()                              # live, while sink.start() runs in the kernel
+    viz.ControlPanel(sink, production=run)                   # its interval, lag target, pause, the stream's rate
     viz.Dashboard(viz.Observed(stack, "pizzas-on-ice.json", connect_url=worker)).start()  # Apache's sink, watched
     viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000]).figure()
+    viz.explore_intervals(stack, PizzaGenerator(), [1000, 4000], sink=["sinklab", "apache"])  # Apache's too
     plan = viz.frontier(viz.calibrate(stack), rate=400)      # the commit planner: latency vs files/day
 """
 
@@ -42,6 +44,7 @@ from sinklab.readings import (
     with_offsets,
 )
 from sinklab.viz import render
+from sinklab.viz.controls import ControlPanel
 from sinklab.viz.dashboard import Dashboard
 from sinklab.viz.explorer import Exploration, explore_intervals, wait_caught_up
 from sinklab.viz.figures import (
@@ -68,8 +71,8 @@ from sinklab.viz.planner import Calibration, calibrate, frontier, plot_plan, rec
 render.use()
 
 __all__ = [
-    "Calibration", "ControlLog", "Dashboard", "Exploration", "Observed", "added_offsets", "cadence", "calibrate",
-    "combine", "commits", "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters",
+    "Calibration", "ControlLog", "ControlPanel", "Dashboard", "Exploration", "Observed", "added_offsets", "cadence",
+    "calibrate", "combine", "commits", "consumer_lag", "control_log", "cycles", "dead_letter_stages", "dead_letters",
     "explore_intervals", "files", "flows", "freshness", "frontier", "history", "lag_history", "latency_percentiles",
     "load_table", "maintenance_runs", "metadata_history", "pace", "plot_cadence", "plot_counters", "plot_fan_out",
     "plot_file_layout", "plot_files", "plot_freshness", "plot_lag", "plot_metadata", "plot_plan", "plot_sankey",

@@ -152,7 +152,9 @@ class Dashboard:
             self.header = self._header_html(lag)
             self.live = figures.combine([self.figures[name] for name in PANELS], title=self._title(lag),
                                         height_per_row=PANEL_HEIGHT)
-            figures.mark_faults(self.live, self.sink.status().faults, TIME_CELLS)
+            status = self.sink.status()
+            figures.mark_faults(self.live, status.faults, TIME_CELLS)
+            figures.mark_moments(self.live, status.marks, TIME_CELLS)
         self._show()
         return self.frames
 

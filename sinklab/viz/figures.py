@@ -348,24 +348,31 @@ def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
         "latency vs snapshots/hour", "latency vs files/table/hour", "latency vs mean file size"))
     fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 80, "l": 60})
-    measured = results.dropna(subset=["snapshots_per_hour"])
-    labels = [f"{ms / 1000:g} s" for ms in measured["interval_ms"]]
+    # Several sinks (the explorer's sink="sinklab" and "apache"): a line each, named, dashed apart.
+    sinks = list(dict.fromkeys(results["sink"])) if "sink" in results.columns else [None]
     panels = (("snapshots_per_hour", "snapshots per hour"), ("files_per_table_per_hour", "files per table per hour"),
               ("mean_file_kib", "mean file size (KiB)"))
-    for col, (x, label) in enumerate(panels, start=1):
-        for (q, symbol), color in zip((("p50_s", "circle"), ("p99_s", "diamond")), PALETTE, strict=False):
-            fig.add_trace(go.Scatter(
-                x=measured[x], y=measured[q], mode="lines+markers+text", text=labels, textposition="top center",
-                name=f"{q.removesuffix('_s')} latency", legendgroup=q, showlegend=col == 1,
-                marker={"symbol": symbol, "size": 10, "color": color}, line={"color": color},
-                hovertemplate=f"interval %{{text}}<br>{label} %{{x:,.1f}}<br>{q[:3]} %{{y:.2f}} s<extra></extra>"),
-                row=1, col=col)
+    for dash, sink in zip(("solid", "dash", "dot"), sinks, strict=False):
+        mine = results if sink is None else results[results["sink"] == sink]
+        measured = mine.dropna(subset=["snapshots_per_hour"])
+        labels = [f"{ms / 1000:g} s" for ms in measured["interval_ms"]]
+        prefix = f"{sink} " if len(sinks) > 1 else ""
+        for col, (x, label) in enumerate(panels, start=1):
+            for (q, symbol), color in zip((("p50_s", "circle"), ("p99_s", "diamond")), PALETTE, strict=False):
+                fig.add_trace(go.Scatter(
+                    x=measured[x], y=measured[q], mode="lines+markers+text", text=labels, textposition="top center",
+                    name=f"{prefix}{q.removesuffix('_s')} latency", legendgroup=f"{prefix}{q}", showlegend=col == 1,
+                    marker={"symbol": symbol, "size": 10, "color": color}, line={"color": color, "dash": dash},
+                    hovertemplate=f"{prefix}interval %{{text}}<br>{label} %{{x:,.1f}}<br>{q[:3]} %{{y:.2f}} s"
+                                  "<extra></extra>"), row=1, col=col)
+    for col, (_, label) in enumerate(panels, start=1):
         fig.update_xaxes(title_text=label, row=1, col=col)
         fig.update_yaxes(title_text="visibility latency (s)", rangemode="tozero", row=1, col=col)
     short = results[results["snapshots_per_hour"].isna()]
     if not short.empty:
-        note = "; ".join(f"{ms / 1000:g} s: not enough data ({n} commits)"
-                         for ms, n in zip(short["interval_ms"], short["snapshots"], strict=True))
+        named = short["sink"] + " " if len(sinks) > 1 else pd.Series("", index=short.index)
+        note = "; ".join(f"{who}{ms / 1000:g} s: not enough data ({n} commits)"
+                         for who, ms, n in zip(named, short["interval_ms"], short["snapshots"], strict=True))
         fig.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0, y=-0.28, xanchor="left",
                            font={"color": "#c62828"})
     return fig
@@ -490,6 +497,7 @@ def plot_metadata(meta: pd.DataFrame, title: str = "Table metadata: size and sna
 
 
 FAULT_COLOURS = {"retry": "#ef6c00", "failed": "#c62828"}
+MARK_COLOUR = "#6a1b9a"  # a hand on the controls
 
 
 def fault_spans(faults: Sequence[dict[str, Any]], now: float) -> list[tuple[pd.Timestamp, pd.Timestamp, str, str]]:
@@ -522,4 +530,17 @@ def mark_faults(fig: go.Figure, faults: Sequence[dict[str, Any]], cells: Sequenc
             fig.add_vrect(x0=x0, x1=x1, row=row, col=col, fillcolor=FAULT_COLOURS[kind], opacity=0.18, line_width=0,
                           layer="below", annotation_text=label[:60] if i == 0 else None,
                           annotation_position="top left", annotation_font={"size": 10, "color": FAULT_COLOURS[kind]})
+    return fig
+
+
+def mark_moments(fig: go.Figure, marks: Sequence[dict[str, Any]], cells: Sequence[tuple[int, int]]) -> go.Figure:
+    """A line, in the grid's time panels, at each moment a person changed the sink (``status().marks``:
+    retuned, paused, resumed), labelled with what changed, so the cadence can be seen to follow."""
+    for mark in marks:
+        at = pd.Timestamp(mark["at"], unit="s", tz="UTC")
+        label = f"{mark['kind']} {mark['detail']}".strip()
+        for i, (row, col) in enumerate(cells):
+            fig.add_vline(x=at, row=row, col=col, line={"color": MARK_COLOUR, "dash": "dash", "width": 1},
+                          annotation_text=label[:60] if i == 0 else None, annotation_position="bottom right",
+                          annotation_font={"size": 10, "color": MARK_COLOUR})
     return fig
