@@ -119,7 +119,7 @@ def _calibrate_apache(stack: Stack, generator: Generator, sizes: Sequence[int], 
 
     # An interval that gathers a size at the rate; the smallest sizes an interval under its commit round
     # cannot make are left to what the sink does (said in the exploration's notes).
-    intervals = sorted({max(1000, round(size / APACHE_RATE * 1000, -2)) for size in sizes})
+    intervals = sorted({max(1000, int(round(size / APACHE_RATE * 1000, -2))) for size in sizes})
     count = int(APACHE_RATE * max(intervals) / 1000 * (repeats + 1))
     ex = explore_intervals(stack, generator, intervals, count=count, rate=APACHE_RATE, partitions=partitions,
                            namespace=namespace, config=config, sink="apache", worker=worker)
