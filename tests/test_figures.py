@@ -107,4 +107,28 @@ def test_faults_shade_the_time_panels_until_recovery_or_now() -> None:
     assert len(shaded) == 4 and {s.fillcolor for s in shaded} == {figures.FAULT_COLOURS["retry"],
                                                                   figures.FAULT_COLOURS["failed"]}
     assert {s.xref for s in shaded} == {"x", "x4"}
+    # Each span labelled once, on the first panel (plotly labels the others "new text" if asked anything).
+    labels = [a.text for a in grid.layout.annotations if "retried" in a.text or "FAILED" in a.text]
+    assert len(labels) == 2 and not [a for a in grid.layout.annotations if a.text == "new text"]
     assert figures.mark_faults(go.Figure(), [], cells=[(1, 1)]).layout.shapes == ()
+    tuned = {"at": 150.0, "kind": "tuned", "detail": "iceberg.control.commit.interval-ms=1000"}
+    moments = figures.mark_moments(figures.combine([go.Figure(go.Scatter(x=stamps(100, 300), y=[1, 2]))
+                                                    for _ in range(2)]), [tuned], cells=[(1, 1), (1, 2)])
+    assert [s.type for s in moments.layout.shapes] == ["line", "line"]
+    assert [a.text for a in moments.layout.annotations if "tuned" in a.text or a.text == "new text"] == [
+        "tuned iceberg.control.commit.interval-ms=1000"]
+
+
+def test_the_trade_off_of_two_sinks_is_a_line_each() -> None:
+    vis = pd.DataFrame({"produced_at": stamps(0, 1), "latency_s": [1.0, 3.0]})
+    cycles = pd.DataFrame({"commit_id": ["c0"], "duration_ms": [500]})
+    rows = [{"sink": sink, **explorer._measure(ms, snaps_frame(explorer.MIN_COMMITS), vis, cycles)}
+            for sink in ("sinklab", "apache") for ms in (1000, 4000)]
+    rows.append({"sink": "apache", **explorer._measure(9000, snaps_frame(2), vis, cycles)})
+    fig = figures.plot_tradeoff(pd.DataFrame(rows, columns=explorer.RESULT_COLUMNS))
+    firsts = [t for t in fig.data if t.showlegend]
+    assert [t.name for t in firsts] == ["sinklab p50 latency", "sinklab p99 latency", "apache p50 latency",
+                                        "apache p99 latency"]
+    assert {t.line.dash for t in fig.data if t.name.startswith("apache")} == {"dash"}
+    assert all(len(t.x) == 2 for t in fig.data)  # the 9 s run of two commits is named, not drawn
+    assert fig.layout.annotations[-1].text == "apache 9 s: not enough data (2 commits)"

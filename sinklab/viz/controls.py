@@ -7,7 +7,9 @@ the generator feeding it (``Production.set_rate``, ``pause``, ``resume``).
     panel                      # beside viz.Dashboard(sink): each change is a dashed line on its panels
 
 Every control acts from the sink's next cycle (Apache's: once its tasks restart with the new config);
-what happened is kept in ``panel.log`` and the sink's ``status().marks``, which the dashboard draws.
+what happened is kept in ``panel.log`` and the sink's ``status().marks``, which the dashboard draws. The
+kernel hears a widget only between cells: a cell that waits in a loop holds the controls back (wait in a
+thread, or not at all).
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ class ControlPanel:
         self.interval = widgets.FloatLogSlider(
             value=min(max(interval_s, low), high), base=10, min=_log10(low), max=_log10(high), step=0.05,
             description="interval (s)", continuous_update=False, readout_format=".2f",
-            style={"description_width": "initial"})
+            style={"description_width": "initial"}, layout=widgets.Layout(width="480px"))
         self.interval.observe(lambda change: self.set_interval(change["new"]), names="value")
-        controls: list[Any] = [self.interval]
+        knobs: list[Any] = []
         if own:
             target = sink.config.commit_target_lag_ms
             self.target = widgets.FloatText(value=(target or 0) / 1000, description="lag target (s, 0: off)",
@@ -56,21 +58,21 @@ class ControlPanel:
             self.max_records = widgets.IntText(value=records or 0, description="commit at records (0: off)",
                                                style={"description_width": "initial"})
             self.max_records.observe(lambda change: self.set_max_records(change["new"]), names="value")
-            controls += [self.target, self.max_records]
+            knobs += [self.target, self.max_records]
         self.paused = widgets.ToggleButton(value=False, description="pause sink", icon="pause")
         self.paused.observe(lambda change: self.pause_sink(change["new"]), names="value")
-        controls.append(self.paused)
+        buttons: list[Any] = [self.paused]
         if own:
             self.stop_button = widgets.Button(description="stop sink", button_style="danger", icon="stop")
             self.stop_button.on_click(lambda _: self.stop_sink())
-            controls.append(self.stop_button)
-        rows = [widgets.HBox(controls)]
+            buttons.append(self.stop_button)
+        rows = [widgets.HBox([self.interval, *buttons]), *([widgets.HBox(knobs)] if knobs else [])]
         if production is not None:
             rate = production.rate or 1000.0
             self.rate = widgets.FloatLogSlider(
                 value=rate, base=10, min=_log10(RATE_RANGE[0]), max=_log10(RATE_RANGE[1]), step=0.05,
                 description="records/s", continuous_update=False, readout_format=",.0f",
-                style={"description_width": "initial"})
+                style={"description_width": "initial"}, layout=widgets.Layout(width="480px"))
             self.rate.observe(lambda change: self.set_rate(change["new"]), names="value")
             self.produce_paused = widgets.ToggleButton(value=False, description="pause stream", icon="pause")
             self.produce_paused.observe(lambda change: self.pause_stream(change["new"]), names="value")

@@ -349,7 +349,7 @@ def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off
         "latency vs snapshots/hour", "latency vs files/table/hour", "latency vs mean file size"))
     fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 80, "l": 60})
     # Several sinks (the explorer's sink="sinklab" and "apache"): a line each, named, dashed apart.
-    sinks = list(dict.fromkeys(results["sink"])) if "sink" in results.columns else [None]
+    sinks = (results["sink"].dropna().unique().tolist() if "sink" in results.columns else []) or [None]
     panels = (("snapshots_per_hour", "snapshots per hour"), ("files_per_table_per_hour", "files per table per hour"),
               ("mean_file_kib", "mean file size (KiB)"))
     for dash, sink in zip(("solid", "dash", "dot"), sinks, strict=False):
@@ -528,8 +528,7 @@ def mark_faults(fig: go.Figure, faults: Sequence[dict[str, Any]], cells: Sequenc
     for x0, x1, kind, label in fault_spans(faults, now if now is not None else time.time()):
         for i, (row, col) in enumerate(cells):
             fig.add_vrect(x0=x0, x1=x1, row=row, col=col, fillcolor=FAULT_COLOURS[kind], opacity=0.18, line_width=0,
-                          layer="below", annotation_text=label[:60] if i == 0 else None,
-                          annotation_position="top left", annotation_font={"size": 10, "color": FAULT_COLOURS[kind]})
+                          layer="below", **_label(label, i, "top left", FAULT_COLOURS[kind]))
     return fig
 
 
@@ -541,6 +540,14 @@ def mark_moments(fig: go.Figure, marks: Sequence[dict[str, Any]], cells: Sequenc
         label = f"{mark['kind']} {mark['detail']}".strip()
         for i, (row, col) in enumerate(cells):
             fig.add_vline(x=at, row=row, col=col, line={"color": MARK_COLOUR, "dash": "dash", "width": 1},
-                          annotation_text=label[:60] if i == 0 else None, annotation_position="bottom right",
-                          annotation_font={"size": 10, "color": MARK_COLOUR})
+                          **_label(label, i, "bottom right", MARK_COLOUR))
     return fig
+
+
+def _label(text: str, panel: int, position: str, colour: str) -> dict[str, Any]:
+    """A shape's label, on the first panel only: given any annotation setting, plotly labels the
+    others "new text"."""
+    if panel:
+        return {}
+    return {"annotation_text": text[:60], "annotation_position": position,
+            "annotation_font": {"size": 10, "color": colour}}
