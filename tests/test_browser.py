@@ -137,6 +137,27 @@ def screenshots(test: str, shots: list[Path]) -> Any:
     return shot
 
 
+@contextlib.contextmanager
+def notebook_page(url: str, token: str, shot: Any) -> Iterator[Any]:
+    """Debian's chromium on the served notebook, its cells run; a screenshot of a failure, the browser
+    closed whatever the test did."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
+                                     args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        try:
+            run_all(page, url, token)
+            yield page
+        except BaseException:
+            # shot() never raises, so the failure is what the report shows.
+            shot(page, "failed")
+            raise
+        finally:
+            browser.close()
+
+
 def run_all(page: Any, url: str, token: str) -> None:
     """Open the served notebook in JupyterLab and run all its cells once its kernel is connected."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -157,60 +178,46 @@ def run_all(page: Any, url: str, token: str) -> None:
 
 
 def test_the_dashboard_moves_in_jupyterlab(lab: tuple[str, str, Path]) -> None:
-    from playwright.sync_api import sync_playwright
-
     url, token, notebook = lab
     shots: list[Path] = []
     shot = screenshots("dashboard", shots)
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
-                                     args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        try:
-            run_all(page, url, token)
+    with notebook_page(url, token, shot) as page:
+        # Drawn: the live figure's SVG, then more points as the sink commits.
+        page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
+        shot(page, "dashboard-drawn")
+        counts = [page.locator(POINTS).count()]
+        deadline = time.monotonic() + 120
+        while counts[-1] <= counts[0] + 2 and time.monotonic() < deadline:
+            time.sleep(2)
+            counts.append(page.locator(POINTS).count())
+        shot(page, "dashboard-moving")
+        # On failure, what the page says: the figure's title carries the sink's state, cycles and lag.
+        said = page.locator(".jp-OutputArea-output .gtitle, .jp-OutputArea-output pre").all_text_contents()
+        assert counts[-1] > counts[0] + 2, f"the dashboard gained no points: {counts}; the page says {said}"
+        (notebook.parent / SEEN).touch()  # the notebook's stream may end now
 
-            # Drawn: the live figure's SVG, then more points as the sink commits.
-            page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
-            shot(page, "dashboard-drawn")
-            counts = [page.locator(POINTS).count()]
-            deadline = time.monotonic() + 120
-            while counts[-1] <= counts[0] + 2 and time.monotonic() < deadline:
-                time.sleep(2)
-                counts.append(page.locator(POINTS).count())
-            shot(page, "dashboard-moving")
-            # On failure, what the page says: the figure's title carries the sink's state, cycles and lag.
-            said = page.locator(".jp-OutputArea-output .gtitle, .jp-OutputArea-output pre").all_text_contents()
-            assert counts[-1] > counts[0] + 2, f"the dashboard gained no points: {counts}; the page says {said}"
-            (notebook.parent / SEEN).touch()  # the notebook's stream may end now
-
-            # Stopped: the live view refreshed once more, and the final state shows where it stopped...
-            page.locator(".jp-OutputArea-output pre", has_text="DONE").wait_for(timeout=180_000)
-            page.locator(".jp-OutputArea-output .js-plotly-plot .gtitle", has_text="browser: STOPPED").first \
-                .wait_for(state="attached", timeout=60_000)
-            shot(page, "dashboard-final")
-            # The last cell ran: every output is in.
-            page.locator(".jp-InputPrompt", has_text="[4]").first.wait_for(state="attached", timeout=120_000)
-            shot(page, "notebook-done")
-            # Saved, the cell that stopped it keeps figure()'s final state with its PNG, for viewers
-            # without JavaScript (an export, GitHub).
-            deadline = time.monotonic() + 60
-            while True:
-                page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-                page.locator(".lm-Menu-itemLabel", has_text="Save Notebook").first.click()
-                time.sleep(2)
-                outputs = nbformat.read(notebook, as_version=4).cells[2].outputs
-                figures = [o for o in outputs if "image/png" in o.get("data", {})]
-                if figures or time.monotonic() > deadline:
-                    break
-            assert [json.dumps(o["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]).count("STOPPED")
-                    for o in figures] == [1], outputs
-        except BaseException:
-            # A screenshot of the failure; shot() never raises, so the failure is what the report shows.
-            shot(page, "failed")
-            raise
-        finally:
-            browser.close()
+        # Stopped: the live view refreshed once more, and the final state shows where it stopped...
+        page.locator(".jp-OutputArea-output pre", has_text="DONE").wait_for(timeout=180_000)
+        page.locator(".jp-OutputArea-output .js-plotly-plot .gtitle", has_text="browser: STOPPED").first \
+            .wait_for(state="attached", timeout=60_000)
+        shot(page, "dashboard-final")
+        # The last cell ran: every output is in.
+        page.locator(".jp-InputPrompt", has_text="[4]").first.wait_for(state="attached", timeout=120_000)
+        shot(page, "notebook-done")
+        # Saved, the cell that stopped it keeps figure()'s final state with its PNG, for viewers
+        # without JavaScript (an export, GitHub).
+        deadline = time.monotonic() + 60
+        while True:
+            page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Save Notebook").first.click()
+            time.sleep(2)
+            outputs = nbformat.read(notebook, as_version=4).cells[2].outputs
+            figures = [o for o in outputs if "image/png" in o.get("data", {})]
+            if figures or time.monotonic() > deadline:
+                break
+        assert [json.dumps(o["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]).count("STOPPED")
+                for o in figures] == [1], outputs
     print("\nscreenshots:", *map(str, shots), sep="\n  ")
 
 
@@ -254,42 +261,30 @@ threading.Thread(target=watch, daemon=True).start()""",
 def test_the_control_panel_turns_the_interval_in_jupyterlab(tmp_path: Path) -> None:
     # A person moves the interval slider beside the live dashboard: the running sink commits at the new
     # pace from its next cycle, and the dashboard marks the moment.
-    from playwright.sync_api import sync_playwright
-
     shots: list[Path] = []
     shot = screenshots("control-panel", shots)
-    with jupyterlab(tmp_path, PANEL_CELLS) as (url, token, notebook), sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), headless=True,
-                                     args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        try:
-            run_all(page, url, token)
-            page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
-            readout = page.locator(".jp-OutputArea-output .widget-readout").first  # the interval slider's
-            readout.wait_for(timeout=120_000)
-            shot(page, "panel-drawn")
-            readout.click()
-            page.keyboard.press("Control+A")
-            page.keyboard.type("1")
-            page.keyboard.press("Enter")
-            seen = notebook.parent / SEEN
-            deadline = time.monotonic() + 240
-            while not seen.exists() and time.monotonic() < deadline:
-                time.sleep(1)
-            assert seen.exists(), "the kernel never saw the interval change (or three commits after it)"
-            said = json.loads(seen.read_text())
-            assert said["interval_ms"] == 1000 and said["mark"]["kind"] == "tuned"
-            assert said["mark"]["detail"] == "iceberg.control.commit.interval-ms=1000"
-            commits = said["commits"]
-            # Three gaps at the new pace (30 s before): the cadence followed the slider.
-            assert len(commits) == 4 and max(b - a for a, b in zip(commits, commits[1:], strict=False)) < 10
-            page.locator(".jp-OutputArea-output .js-plotly-plot .annotation-text", has_text="tuned").first \
-                .wait_for(state="attached", timeout=60_000)
-            assert not page.locator(".js-plotly-plot .annotation-text", has_text="new text").count()  # one label
-            shot(page, "cadence-followed")
-        except BaseException:
-            shot(page, "failed")
-            raise
-        finally:
-            browser.close()
+    with jupyterlab(tmp_path, PANEL_CELLS) as (url, token, notebook), notebook_page(url, token, shot) as page:
+        page.wait_for_selector(".jp-OutputArea-output .js-plotly-plot svg.main-svg", timeout=180_000)
+        readout = page.locator(".jp-OutputArea-output .widget-readout").first  # the interval slider's
+        readout.wait_for(timeout=120_000)
+        shot(page, "panel-drawn")
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type("1")
+        page.keyboard.press("Enter")
+        seen = notebook.parent / SEEN
+        deadline = time.monotonic() + 240
+        while not seen.exists() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert seen.exists(), "the kernel never saw the interval change (or three commits after it)"
+        said = json.loads(seen.read_text())
+        assert said["interval_ms"] == 1000 and said["mark"]["kind"] == "tuned"
+        assert said["mark"]["detail"] == "iceberg.control.commit.interval-ms=1000"
+        commits = said["commits"]
+        # Three gaps at the new pace (30 s before): the cadence followed the slider.
+        assert len(commits) == 4 and max(b - a for a, b in zip(commits, commits[1:], strict=False)) < 10
+        page.locator(".jp-OutputArea-output .js-plotly-plot .annotation-text", has_text="tuned").first \
+            .wait_for(state="attached", timeout=60_000)
+        assert not page.locator(".js-plotly-plot .annotation-text", has_text="new text").count()  # one label
+        shot(page, "cadence-followed")
     print("\nscreenshots:", *map(str, shots), sep="\n  ")
