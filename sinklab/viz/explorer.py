@@ -50,7 +50,8 @@ class Exploration:
     results: pd.DataFrame
     snapshots: pd.DataFrame  # every measured snapshot, with ``interval_ms``
     visibility: pd.DataFrame  # every measured record, with ``interval_ms``
-    runs: list[dict[str, Any]] = field(default_factory=list)  # sink, topic, table and connector per run
+    # Per run: sink_kind (sinklab or apache), interval_ms, topic, table and sink (the connector's name).
+    runs: list[dict[str, Any]] = field(default_factory=list)
     cycles: pd.DataFrame = field(default_factory=pd.DataFrame)  # every measured commit, with ``interval_ms``
 
     def figure(self) -> go.Figure:
@@ -124,7 +125,7 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
         snaps_all.append(snaps)
         vis_all.append(vis)
         cycles_all.append(cycle_frame[cycle_frame["commit_id"].isin(set(snaps["commit_id"]))].assign(
-            interval_ms=run["interval_ms"], sink=run["sink_kind"]))
+            interval_ms=run["interval_ms"]))
     return Exploration(pd.DataFrame(rows, columns=RESULT_COLUMNS), pd.concat(snaps_all, ignore_index=True),
                        pd.concat(vis_all, ignore_index=True), runs, pd.concat(cycles_all, ignore_index=True))
 
