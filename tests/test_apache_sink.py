@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from faults import FaultProxy, publishes
@@ -384,3 +385,39 @@ def test_the_planner_fits_apaches_commit_rounds_and_recommends_only_its_keys(sta
     longest = plan[plan["latency_s"] <= target]["interval_s"].max()  # the fewest files that meet the target
     assert int(settings[keys.COMMIT_INTERVAL_MS]) == int(longest * 1000)
     assert "compact every" in settings["maintenance"]
+
+
+def test_a_watched_apache_sink_is_retuned_paused_and_resumed_through_its_worker(
+        stack: Stack, worker: ConnectWorker, unique: str) -> None:
+    # The control panel's knobs for Apache's sink go through Connect's REST API, as its users turn them.
+    topic, table, connector = f"{unique}-apache", f"{unique}.apache", f"apache-{unique}"
+    stack.create_topic(topic, partitions=1)
+    stack.catalog.create_namespace_if_not_exists(unique)
+    stack.catalog.create_table((unique, "apache"), Schema(NestedField(1, "id", LongType(), required=False),
+                                                          NestedField(2, "name", StringType(), required=False)))
+    config = connector_config(stack, connector, topic, table, interval_ms=120_000, tasks=1)
+    worker.add(config)
+    worker.wait_assigned(connector, topic)
+    observed = Observed(stack, config, connect_url=worker.url)
+    panel = viz.ControlPanel(observed)
+    try:
+        panel.interval.value = 1.0  # two minutes to a second, as the slider does
+        assert requests.get(f"{worker.url}/connectors/{connector}/config", timeout=10).json()[
+            keys.COMMIT_INTERVAL_MS] == "1000"
+        worker.wait_assigned(connector, topic)  # its tasks restarted with the new interval
+        produce_json(stack.bootstrap_servers, topic, [{"id": i, "name": "a"} for i in range(10)])
+        wait_rows(stack, worker, connector, table, 10, timeout=60)  # not two minutes
+        panel.paused.value = True
+        deadline = time.monotonic() + 30
+        while worker.status(connector).get("connector", {}).get("state") != "PAUSED":
+            assert time.monotonic() < deadline, worker.status(connector)
+            time.sleep(0.3)
+        produce_json(stack.bootstrap_servers, topic, [{"id": 10 + i, "name": "b"} for i in range(5)])
+        time.sleep(5)  # five intervals
+        assert table_rows(stack, table) == 10
+        panel.paused.value = False
+        wait_rows(stack, worker, connector, table, 15, timeout=60)
+        assert [m["kind"] for m in observed.status().marks] == ["tuned", "paused", "resumed"]
+    finally:
+        observed.close()
+    assert observed.config.commit_interval_ms == 1000 and [e["what"] for e in panel.log] == ["interval", "sink", "sink"]
