@@ -25,6 +25,7 @@ from sinklab.commands import (
     cmd_stack_status,
     cmd_stack_up,
     cmd_table,
+    cmd_traffic,
 )
 from sinklab.exceptions import EXIT_CODES, EXIT_INTERRUPTED, SinkError, SinklabError
 from sinklab.retry import text_of
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--intervals", default="1s,5s", help="commit intervals, comma-separated (2s,10s,60s)")
     explore.add_argument("--rate", type=float, default=500.0, help="events per second")
     explore.add_argument("--seconds", type=float, default=20.0, help="how long each interval's stream runs")
+    explore.add_argument("--traffic", metavar="PROFILE.json", help="replay a topic's traffic profile (`sinklab "
+                         "traffic`) instead of --rate: its rate curve, partitions, sizes, hot keys")
+    explore.add_argument("--speed", type=float, default=1.0, help="with --traffic: play its curve this many times "
+                                                                  "faster")
     explore.add_argument("--generator", default="pizzas", help="a built-in stream or a spec file")
     explore.add_argument("--seed", type=int, default=7)
     explore.add_argument("--partitions", type=int, default=3)
@@ -116,7 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--subject-name-strategy", default="TopicNameStrategy",
                      choices=["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"],
                      help="for --format avro/json-schema: the subject the schema is registered under")
+    gen.add_argument("--traffic", metavar="PROFILE.json", help="replay a topic's traffic profile (`sinklab traffic`): "
+                     "its rate curve (unless --rate), partitions and their shares, value sizes, hot keys")
+    gen.add_argument("--speed", type=float, default=1.0, help="with --traffic: play its curve this many times faster")
     gen.set_defaults(func=cmd_generate)
+
+    traffic = sub.add_parser("traffic", help="a topic's traffic shape (per-partition rates from its offsets and "
+                                             "timestamps, value sizes and hot keys from a sample) as a profile the "
+                                             "generators and the explorer replay; reads, commits nothing")
+    traffic.add_argument("topic")
+    traffic.add_argument("--stack", help="stack.json of the stack (or cluster) the topic is on; its credentials")
+    traffic.add_argument("--window", default="1h", metavar="AGE", help="how far back (default 1h)")
+    traffic.add_argument("--bucket", default="1m", metavar="AGE", help="the rate curve's step (default 1m)")
+    traffic.add_argument("--sample", type=int, default=1000, help="newest records sampled for sizes and keys")
+    traffic.add_argument("--out", metavar="PROFILE.json", help="write the profile here")
+    traffic.add_argument("--json", action="store_true", help="print the profile as JSON")
+    traffic.set_defaults(func=cmd_traffic)
 
     table = sub.add_parser("table", help="maintain a table beside a running sink: compaction, snapshot expiry, "
                                          "orphan files")
@@ -145,7 +165,23 @@ def build_parser() -> argparse.ArgumentParser:
         if verb == "maintain":
             cmd.add_argument("--orphans-older-than", metavar="AGE", help="the clean step's safety age (default 3d)")
             cmd.add_argument("--no-manifests", action="store_true", help="skip the manifest rewrite")
+        if verb in ("clean", "maintain"):
+            control_topic_option(cmd)
         cmd.set_defaults(func=cmd_table)
+    follow = table_sub.add_parser(
+        "follow", help="run a maintenance policy (sinklab.maintenance.* keys) beside another sink, Apache's: "
+                       "as its commits come to the tables")
+    follow.add_argument("tables", nargs="*", metavar="TABLE",
+                        help="namespace.table (default: the --config's iceberg.tables)")
+    follow.add_argument("--config", help="a JSON file holding the sinklab.maintenance.* keys (a connector's config, "
+                                         "Apache's sink ignores them)")
+    follow.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a policy key (repeatable)")
+    follow.add_argument("--stack", help="stack.json of the stack whose catalog holds the tables")
+    follow.add_argument("--poll", default="5s", metavar="AGE", help="how often to look at the tables (default 5s)")
+    follow.add_argument("--seconds", type=float, help="stop after this long (default: until interrupted)")
+    follow.add_argument("--json", action="store_true", help="one JSON report per operation")
+    control_topic_option(follow)
+    follow.set_defaults(func=cmd_table)
 
     stack = sub.add_parser("stack", help="start, stop and inspect the embedded stack")
     stack_sub = stack.add_subparsers(dest="stack_command", required=True)
@@ -231,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--force", action="store_true", help="train again even when the archive exists")
     train.set_defaults(func=cmd_jvm_train)
     return parser
+
+
+def control_topic_option(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--control-topic", action="append", default=[], metavar="TOPIC",
+                     help="beside Apache's sink: a control topic of it beyond its default one and those the table "
+                          "records (repeatable); what it has in flight there is kept")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

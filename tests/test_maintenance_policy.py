@@ -84,3 +84,27 @@ def test_stale_stages_and_unreachable_snapshots() -> None:
     gone = [r for r in refs if r.snapshot_id != 6]
     assert unreachable(snaps, gone, 600) == [6, 8]
     assert unreachable(snaps, gone, 300) == [8]  # 6 is younger than the safety age
+
+
+def test_expiry_keeps_apaches_newest_commit_with_its_control_offsets() -> None:
+    """Apache's coordinator walks the branch back to its newest snapshot carrying
+    ``kafka.connect.offsets.<control topic>.<group>`` (which keeps it from committing a round twice):
+    held as a sink's, per control topic and group; a compaction above it holds nothing."""
+    apache = "kafka.connect.offsets.control-iceberg.connect-orders"
+    snaps = {
+        1: Snap(1, None, 100, {apache: '{"0": 5}'}),
+        2: Snap(2, 1, 200, {apache: '{"0": 9}'}),
+        3: Snap(3, 2, 300, {}),  # a compaction
+    }
+    held = recovery_snapshots(snaps, [Ref("main", 3, True)])
+    assert {k: s.snapshot_id for k, s in held.items()} == {("main", "Apache's control-iceberg.connect-orders"): 2}
+    assert expiry_cutoff(1000, held) == 200
+
+
+def test_orphan_paths_compare_as_icebergs_action_compares_them() -> None:
+    from sinklab.maintenance.operations import _same_file
+
+    assert _same_file("file:/w/t/data/a.parquet") == _same_file("file:///w/t/data/a.parquet")
+    assert _same_file("s3a://bucket/w/a.parquet") == _same_file("s3://bucket/w/a.parquet")
+    assert _same_file("s3://bucket/w/a.parquet") != _same_file("s3://other/w/a.parquet")
+    assert _same_file("file:/w/t/data/a.parquet") != _same_file("file:/w/t/data/b.parquet")

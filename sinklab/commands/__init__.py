@@ -12,9 +12,10 @@ from sinklab.commands.jvm import cmd_jvm_train
 from sinklab.commands.sink import cmd_sink_run, cmd_sink_status
 from sinklab.commands.stack import cmd_stack_down, cmd_stack_status, cmd_stack_up
 from sinklab.commands.table import cmd_table
+from sinklab.commands.traffic import cmd_traffic
 
 __all__ = [
     "cmd_connect", "cmd_demo", "cmd_dlq_replay", "cmd_explore", "cmd_generate", "cmd_jars_export", "cmd_jars_fetch",
     "cmd_jvm_train", "cmd_sink_run", "cmd_sink_status", "cmd_stack_down", "cmd_stack_status", "cmd_stack_up",
-    "cmd_table"
+    "cmd_table", "cmd_traffic"
 ]

@@ -20,7 +20,7 @@ RUN_FIELDS = ("sink", "interval_ms", "records", "p50_visibility_s", "p99_visibil
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from sinklab.generators import Generator, SpecError, load_spec
+    from sinklab.generators import Generator, SpecError, TrafficProfile, load_spec
     from sinklab.maintenance import parse_duration
     from sinklab.stack import Stack
     from sinklab.viz import explore_intervals
@@ -39,8 +39,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
         raise CliError("--rate and --seconds: more than zero")
     try:
         generator = Generator(load_spec(args.generator), seed=args.seed)
+        traffic = TrafficProfile.load(args.traffic) if args.traffic else None
     except SpecError as exc:
         raise CliError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--traffic {args.traffic}: {exc}") from None
+    # A profile's stream: as many records as its curve sends in --seconds.
+    count = math.ceil(traffic.schedule(args.speed).allowed(args.seconds) if traffic else args.rate * args.seconds)
     with contextlib.ExitStack() as scope:
         if args.stack:
             stack = stack_for(args)
@@ -48,8 +53,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
             workdir = Path(scope.enter_context(tempfile.TemporaryDirectory(prefix="sinklab-explore-")))
             stack = scope.enter_context(Stack.embedded(workdir / "stack"))
         exploration = explore_intervals(
-            stack, generator, intervals, count=math.ceil(args.rate * args.seconds), rate=args.rate,
-            partitions=args.partitions, config=args.config, sink=sinks,
+            stack, generator, intervals, count=count, rate=args.rate,
+            partitions=args.partitions, config=args.config, sink=sinks, traffic=traffic, speed=args.speed,
             catch_up_s=max(120.0, 3 * max(intervals) / 1000))
     runs = [run_of(row) for row in exploration.results.to_dict("records")]
     print(table_text(runs))

@@ -11,7 +11,7 @@ from sinklab.exceptions import CliError
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from sinklab.generators import Generator, SpecError, load_spec
+    from sinklab.generators import Generator, SpecError, TrafficProfile, load_spec
 
     if not args.kind and not args.spec:
         raise CliError("generate: name a built-in stream (pizzas, payments, cdc) or give --spec FILE")
@@ -25,13 +25,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 raise CliError(f"--cdc-format: the spec {spec.name!r} has no `cdc` section")
             overrides["cdc"] = spec.cdc.model_copy(update={"format": args.cdc_format})
         generator = Generator(spec, **overrides)
+        traffic = TrafficProfile.load(args.traffic) if args.traffic else None
     except SpecError as exc:
         raise CliError(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--traffic {args.traffic}: {exc}") from None
     stack = stack_for(args)
     try:
         run = generator.produce(stack, args.topic, count=args.count, rate=args.rate, partitions=args.partitions,
                                 daily_topics=args.daily or None, format=args.format,
-                                registry_url=args.schema_registry, subject_strategy=args.subject_name_strategy)
+                                registry_url=args.schema_registry, subject_strategy=args.subject_name_strategy,
+                                traffic=traffic, speed=args.speed)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     show = sys.stderr.isatty()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from sinklab.generators.produce import Clock, Production
     from sinklab.generators.spec import RateSpec
+    from sinklab.generators.traffic import TrafficProfile
     from sinklab.stack import Stack
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
@@ -106,7 +107,8 @@ class Generator:
                 daily_topics: bool | None = None, create_topics: bool = True,
                 producer_config: Mapping[str, Any] | None = None, clock: Clock | None = None,
                 format: str = "json", registry_url: str | None = None,
-                subject_strategy: str = "TopicNameStrategy") -> Production:
+                subject_strategy: str = "TopicNameStrategy", traffic: TrafficProfile | None = None,
+                speed: float = 1.0) -> Production:
         """Produce in the background; returns a handle (``.wait()``, ``.stop()``, delivered counts).
 
         ``format="avro"`` produces Confluent-framed Avro (``"json-schema"``: JSON with a JSON Schema), each
@@ -117,13 +119,24 @@ class Generator:
         With daily topics the events go to ``{topic}.YYYYMMDD`` by their event time (the spec's
         time field; CDC: the change time), or by today's UTC date when the events have none.
         `clock` replaces the monotonic clock the rate is paced by (tests).
+
+        ``traffic``: a topic's traffic profile (``sinklab.generators.traffic``) to replay: its rate curve
+        (``speed`` times faster; a ``rate`` given replaces it), its partitions' shares (the topic gets as
+        many partitions as it had), its value sizes (JSON values padded) and hot keys.
         """
         from sinklab.generators.produce import produce_records, rate_schedule
 
         count = count if count is not None else self.spec.count
         daily = self.spec.daily_topics if daily_topics is None else daily_topics
+        if traffic is not None and rate is None:
+            rate = traffic.schedule(speed)
         schedule = rate_schedule(rate if rate is not None else self.spec.rate)
         records = self.records(count, timed=daily and self._has_time())
+        if traffic is not None:
+            if format != "json":
+                raise ValueError(f"traffic: replayed as JSON only (its sizes pad JSON values), not {format!r}")
+            records = traffic.reshape(records, self.spec.seed)
+            partitions = traffic.partition_count
         if format in ("avro", "json-schema"):
             from sinklab.generators.avro import registry_records
             from sinklab.sink.wire import RegistryClient

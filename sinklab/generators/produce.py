@@ -7,8 +7,11 @@ injectable clock, so rate limiting is tested without waiting.
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
+import functools
 import html
+import itertools
 import math
 import sys
 import threading
@@ -58,21 +61,38 @@ class MonotonicClock:
 
 @dataclass(frozen=True)
 class RateSchedule:
-    """`per_second` events per second; in the last `burst_for` seconds of every `burst_every`, `burst_rate`."""
+    """`per_second` events per second; in the last `burst_for` seconds of every `burst_every`, `burst_rate`.
+    Or a rate curve (a traffic profile's): `steps[i]` events per second for `step_s` seconds each, looped."""
 
     per_second: float
     burst_every: float = 0.0
     burst_for: float = 0.0
     burst_rate: float = 0.0
+    steps: tuple[float, ...] = ()
+    step_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.steps and (self.step_s <= 0 or sum(self.steps) <= 0 or min(self.steps) < 0):
+            raise ValueError("a rate curve needs step_s > 0 and rates >= 0, not all 0")
 
     @property
     def bursty(self) -> bool:
         return self.burst_every > 0
 
+    @functools.cached_property
+    def _sent_by_step(self) -> list[float]:
+        """Events sent by the start of each step of the curve, and by its end."""
+        return [0.0, *itertools.accumulate(r * self.step_s for r in self.steps)]
+
     def allowed(self, t: float) -> float:
         """How many events may have been sent `t` seconds after the start."""
         if t <= 0:
             return 0.0
+        if self.steps:
+            loops, rem = divmod(t, self.step_s * len(self.steps))
+            k = min(int(rem // self.step_s), len(self.steps) - 1)
+            sent = self._sent_by_step
+            return loops * sent[-1] + sent[k] + self.steps[k] * (rem - k * self.step_s)
         if not self.bursty:
             return self.per_second * t
         period, quiet = self.burst_every, self.burst_every - self.burst_for
@@ -84,6 +104,16 @@ class RateSchedule:
         """The earliest time (seconds after the start) at which event `n` (0-based) may be sent."""
         if n <= 0:
             return 0.0
+        if self.steps:
+            sent = self._sent_by_step
+            loops = math.floor(n / sent[-1])
+            left = n - loops * sent[-1]
+            start = loops * self.step_s * len(self.steps)
+            if left <= 0:
+                return start
+            # The step the event falls in; one on a step's end goes at the next step that sends.
+            k = bisect.bisect_right(sent, left) - 1
+            return start + k * self.step_s + (left - sent[k]) / self.steps[k]
         if not self.bursty:
             return n / self.per_second
         period, quiet = self.burst_every, self.burst_every - self.burst_for
@@ -99,9 +129,9 @@ class RateSchedule:
         return full * period + quiet + (left - quiet_events) / self.burst_rate
 
 
-def rate_schedule(rate: float | RateSpec | Mapping[str, Any] | None) -> RateSchedule | None:
-    if rate is None:
-        return None
+def rate_schedule(rate: float | RateSpec | RateSchedule | Mapping[str, Any] | None) -> RateSchedule | None:
+    if rate is None or isinstance(rate, RateSchedule):
+        return rate
     try:
         spec = rate if isinstance(rate, RateSpec) else RateSpec.model_validate(rate)
     except ValidationError as exc:
@@ -431,7 +461,8 @@ def _run(handle: Production, producer: Producer, records: Iterable[Record], topi
         callback = on_delivery if record.bad is None else handle._delivered_bad(record.index, record.bad)
         while True:
             try:
-                producer.produce(target, record.value, record.key, on_delivery=callback)
+                producer.produce(target, record.value, record.key, on_delivery=callback,
+                                 **({} if record.partition is None else {"partition": record.partition}))
                 break
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room.

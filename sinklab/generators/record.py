@@ -21,3 +21,4 @@ class Record:
     event: Row
     bad: str | None = None
     time: datetime | None = None  # the event time, when asked for (daily topics)
+    partition: int | None = None  # where it goes; None: by its key (a traffic profile's replay picks one)

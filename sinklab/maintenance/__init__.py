@@ -6,12 +6,14 @@
 
 Each operation is a plain function over a :class:`Target`; a sink runs them between its cycles per
 its config's ``sinklab.maintenance.*`` keys when given the hook ``schedule(config)``
-(:mod:`sinklab.maintenance.schedule`).
+(:mod:`sinklab.maintenance.schedule`); beside another sink (Apache's), ``Follower`` runs the same policy as
+that sink's commits come (:mod:`sinklab.maintenance.follow`), and cleaning keeps what it has in flight.
 """
 
 from __future__ import annotations
 
 from sinklab.exceptions import PolicyError
+from sinklab.maintenance.follow import Follower, follow
 from sinklab.maintenance.operations import (
     DEFAULT_EXPIRE_MS,
     DEFAULT_ORPHAN_MS,
@@ -26,6 +28,6 @@ from sinklab.maintenance.operations import (
 from sinklab.maintenance.policy import MaintenancePolicy, parse_duration, parse_policy
 from sinklab.maintenance.schedule import Scheduler, schedule
 
-__all__ = ["DEFAULT_EXPIRE_MS", "DEFAULT_ORPHAN_MS", "MaintenancePolicy", "PolicyError", "Report", "Scheduler",
-           "Target", "clean", "compact", "expire", "maintain", "parse_duration", "parse_policy", "rewrite_manifests",
-           "schedule"]
+__all__ = ["DEFAULT_EXPIRE_MS", "DEFAULT_ORPHAN_MS", "Follower", "MaintenancePolicy", "PolicyError", "Report",
+           "Scheduler", "Target", "clean", "compact", "expire", "follow", "maintain", "parse_duration", "parse_policy",
+           "rewrite_manifests", "schedule"]

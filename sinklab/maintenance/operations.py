@@ -4,6 +4,7 @@ Each is "another writer" to the sink's compare-and-swap (docs/protocol.md): when
 cycle's planning and its publish, the cycle stages again on top of it. Compaction commits with
 Iceberg's own retry (rewriting files changes no data, so rebasing it onto a sink commit is safe);
 when Iceberg refuses it (a sink's new deletes touch a file being rewritten), it plans again.
+Beside Apache's sink, what it has written and not committed yet is kept (``sink.apache.in_flight``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 from pyiceberg.table.update import RemoveSnapshotRefUpdate
@@ -26,6 +28,7 @@ from sinklab.maintenance.retention import (
     unreachable,
 )
 from sinklab.retry import retrying
+from sinklab.sink.apache import InFlight, in_flight
 from sinklab.sink.tables import identifier, lost_sequence_race, quote
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ COMMIT_ATTEMPTS = 4
 # Iceberg's defaults, for a command run by hand: snapshots live 5 days, orphan files 3 days.
 DEFAULT_EXPIRE_MS = 5 * 86_400_000
 DEFAULT_ORPHAN_MS = 3 * 86_400_000
+# A file's age is its storage's clock, Apache's rounds' starts the Connect worker's: the margin between.
+CLOCK_SLACK_MS = 30_000
 
 
 class Report(BaseModel):
@@ -67,12 +72,17 @@ class Target:
     catalog: Catalog
     catalog_name: str
     table: str
+    # The Kafka Apache's sink may write the table from (a librdkafka client's settings): cleaning then keeps
+    # what it has in flight; ``control_topics``: its control topics beyond its default one.
+    kafka: dict[str, Any] | None = None
+    control_topics: tuple[str, ...] = ()
 
     @classmethod
-    def on(cls, stack: Stack, table: str, catalog_name: str = "sinklab") -> Target:
+    def on(cls, stack: Stack, table: str, catalog_name: str = "sinklab",
+           control_topics: tuple[str, ...] = ()) -> Target:
         spark = stack.driver(f"maintenance of {table}")
         stack.register_spark_catalog(catalog_name)
-        return cls(spark, stack.catalog, catalog_name, table)
+        return cls(spark, stack.catalog, catalog_name, table, stack.kafka_config(), control_topics)
 
     def load(self) -> Table:
         return self.catalog.load_table(identifier(self.table))
@@ -179,7 +189,8 @@ def expire(target: Target, older_than_ms: int = DEFAULT_EXPIRE_MS, retain_last: 
 def clean(target: Target, older_than_ms: int = DEFAULT_ORPHAN_MS) -> Report:
     """Remove what no snapshot will ever reference and is older than ``older_than_ms`` (the safety age):
     staging branches of cycles that never published, the snapshots they staged, and orphan files
-    (data files of killed writes, old metadata). The age must exceed the longest write in flight."""
+    (data files of killed writes, old metadata). The age must exceed the longest write in flight; beside
+    Apache's sink (``target.kafka`` given) its files in flight are kept whatever their age."""
     started_at, began = _start()
     report = Report(table=target.table, operation="clean", started_at_ms=started_at)
     cutoff = started_at - older_than_ms
@@ -198,8 +209,27 @@ def clean(target: Target, older_than_ms: int = DEFAULT_ORPHAN_MS) -> Report:
         # Only the named snapshots: the time-based cutoff given is the oldest one, so nothing else goes.
         table = _expire(target, min(s.timestamp_ms for s in snaps.values()), 1, dead, report)
     report.counts["unreachable_snapshots"] = len(dead)
-    report.counts["orphan_files"] = _delete_orphans(target, cutoff)  # files only: the metadata stays as it is
+    apache = apache_in_flight(target, table)
+    if apache.open_since_ms is not None:
+        cutoff = min(cutoff, apache.open_since_ms - CLOCK_SLACK_MS)
+    # Files only: the metadata stays as it is.
+    report.counts["orphan_files"], report.counts["kept_in_flight"] = _delete_orphans(target, cutoff, apache.files)
+    if apache.any:
+        report.note = (f"beside Apache's sink ({', '.join(f'{g} {s}' for g, s in apache.connectors.items())}): kept "
+                       f"the {len(apache.files)} files it named and has not committed" + (
+                           f", and files younger than {_timestamp(cutoff)[10:-1]} (its open round)"
+                           if apache.open_since_ms is not None else ""))
     return _done(report, began, table)
+
+
+def apache_in_flight(target: Target, table: Table) -> InFlight:
+    """What Apache's sink has in flight on the target's table (nothing without ``target.kafka``)."""
+    if target.kafka is None:
+        return InFlight(target.table)
+    from confluent_kafka.admin import AdminClient
+
+    return in_flight(target.kafka, AdminClient({"log_level": 4, **target.kafka}), table, target.table,
+                     topics=target.control_topics)
 
 
 def maintain(target: Target, expire_older_than_ms: int = DEFAULT_EXPIRE_MS, orphan_older_than_ms: int =
@@ -240,15 +270,33 @@ def _expire(target: Target, cutoff_ms: int, retain_last: int, snapshot_ids: list
     return table
 
 
-def _delete_orphans(target: Target, cutoff_ms: int) -> int:
-    """Iceberg's orphan-file action; its procedure refuses ages under 24 h, a floor meant for writers it
-    cannot see. sinklab's cycles stage within one interval, so a shorter age is the user's to choose."""
+def _delete_orphans(target: Target, cutoff_ms: int, keep: set[str]) -> tuple[int, int]:
+    """Iceberg's orphan-file action, deleting all it finds but ``keep``: (deleted, kept). Its procedure
+    refuses ages under 24 h, a floor meant for writers it cannot see. sinklab's cycles stage within one
+    interval, so a shorter age is the user's to choose."""
     jvm = target.spark._jvm  # type: ignore[attr-defined]
     jspark = target.spark._jsparkSession  # type: ignore[attr-defined]
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(jspark, f"{target.catalog_name}.{target.table}")
-    result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark).deleteOrphanFiles(table)
-              .olderThan(int(cutoff_ms)).execute())
-    return sum(1 for _ in result.orphanFileLocations())
+    # The action finds; a Stream.Builder (a Java Consumer of each path) takes what it would delete.
+    found = jvm.java.util.stream.Stream.builder()
+    (jvm.org.apache.iceberg.spark.actions.SparkActions.get(jspark).deleteOrphanFiles(table)
+     .olderThan(int(cutoff_ms)).deleteWith(found).execute())
+    keep_same = {_same_file(p) for p in keep}
+    deleted = kept = 0
+    for path in found.build().toArray():
+        if _same_file(path) in keep_same:
+            kept += 1
+        else:
+            table.io().deleteFile(path)
+            deleted += 1
+    return deleted, kept
+
+
+def _same_file(path: str) -> tuple[str, str, str]:
+    """A file's location as Iceberg's orphan-file action compares them: s3a:// and s3n:// are s3://,
+    file:/x is file:///x."""
+    parts = urlsplit(path)
+    return {"s3a": "s3", "s3n": "s3"}.get(parts.scheme, parts.scheme), parts.netloc, "/" + parts.path.lstrip("/")
 
 
 def _total(table: Table, key: str) -> int:

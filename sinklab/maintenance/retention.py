@@ -5,7 +5,9 @@ snapshot carrying ``sinklab.offsets`` (``sink.tables.state.recorded_offsets``). 
 or any snapshot between it and the head (another writer's compaction, say), would cut the walk
 and make a recovering sink write a half-finished cycle again. Every descendant of a snapshot is
 younger than it, so expiring only what is older than the oldest such snapshot keeps every walk
-whole; that is the whole rule.
+whole; that is the whole rule. Apache's sink walks the same way to its newest snapshot carrying
+``kafka.connect.offsets.<control topic>.<group>`` (its ``lastCommittedOffsetsForTable``), which keeps it
+from committing a round's files twice: held alike.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sinklab.sink.tables import OFFSETS_PROP, SINK_PROP, STAGE_PREFIX
+from sinklab.sink.wire import apache_events
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
@@ -56,15 +59,19 @@ def is_stage(ref: Ref) -> bool:
 
 
 def recovery_snapshots(snaps: dict[int, Snap], refs: list[Ref]) -> dict[tuple[str, str], Snap]:
-    """(branch, sink) -> the sink's newest snapshot with recorded offsets on that branch."""
+    """(branch, sink) -> the sink's newest snapshot with recorded offsets on that branch; an Apache
+    connector is named ``Apache's <control topic>.<group>``."""
     held: dict[tuple[str, str], Snap] = {}
     for ref in refs:
         if not ref.branch or is_stage(ref):
             continue
         for snap in lineage(snaps, ref.snapshot_id):
             sink = snap.props.get(SINK_PROP)
-            if sink and OFFSETS_PROP in snap.props and (ref.name, sink) not in held:
-                held[(ref.name, sink)] = snap
+            names = [sink] if sink and OFFSETS_PROP in snap.props else []
+            names += [f"Apache's {k.removeprefix(apache_events.OFFSETS_PREFIX)}" for k in snap.props
+                      if k.startswith(apache_events.OFFSETS_PREFIX)]
+            for name in names:
+                held.setdefault((ref.name, name), snap)
     return held
 
 

@@ -9,7 +9,7 @@ What it costs beyond that wait is the delay the sink reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sinklab.exceptions import ConfigError, PolicyError
 from sinklab.maintenance.operations import (
@@ -60,6 +60,9 @@ class Scheduler:
     policy: MaintenancePolicy
     catalog_name: str
     counters: dict[str, TableCounters] = field(default_factory=dict)
+    # Beside Apache's sink (``follow``): its Kafka and control topics, whose files in flight cleaning keeps.
+    kafka: dict[str, Any] | None = None
+    control_topics: tuple[str, ...] = ()
 
     def __call__(self, spark: SparkSession, catalog: Catalog, result: CycleResult) -> list[Report]:
         return self.after_commit(spark, catalog, {name: len(s.data_files) for name, s in result.tables.items()})
@@ -72,7 +75,7 @@ class Scheduler:
             c.commits_since_compaction += 1
             c.commits_since_expiry += 1
             c.files_since_check += added
-            target = Target(spark, catalog, self.catalog_name, name)
+            target = Target(spark, catalog, self.catalog_name, name, self.kafka, self.control_topics)
             if self._compaction_due(target, c):
                 reports.append(compact(target, self.policy.target_file_size_bytes))
                 if self.policy.rewrite_manifests:

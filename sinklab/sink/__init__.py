@@ -3,10 +3,11 @@
 Its floors, bottom up: ``wire`` (what crosses Kafka: offsets, the control topic's events, framed
 formats), ``config`` (every key, declared once), ``records`` (Kafka's records to each table's rows, in
 Spark, and the dead letters), ``tables`` (what a table holds of the sink; a cycle's part written, not yet
-visible), ``apache`` (Apache's sink's commits read, its half-done one finished), ``cycle`` (what makes it
-exactly-once: plan -> worker -> publish -> channel, run by the coordinator; docs/protocol.md), then
-``sink`` (IcebergSink: cycle after cycle), ``replay`` (dead letters back into their tables) and
-``remote`` (a Spark Connect client's sink). docs/layout.md draws the whole house.
+visible), ``apache`` (Apache's sink's commits read, its files in flight found, its half-done one
+finished), ``cycle`` (what makes it exactly-once: plan -> worker -> publish -> channel, run by the
+coordinator; docs/protocol.md), then ``sink`` (IcebergSink: cycle after cycle), ``replay`` (dead letters
+back into their tables) and ``remote`` (a Spark Connect client's sink). docs/layout.md draws the whole
+house.
 """
 
 from sinklab.exceptions import (

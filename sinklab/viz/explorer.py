@@ -27,7 +27,7 @@ from sinklab.viz.figures import plot_tradeoff
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from sinklab.generators import Generator
+    from sinklab.generators import Generator, TrafficProfile
     from sinklab.sink import IcebergSink, RemoteSink
     from sinklab.stack import Stack
 
@@ -65,7 +65,8 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
                       count: int = 2000, rate: float = 400.0, partitions: int = 3, namespace: str = "explorer",
                       prime: int = 50, catch_up_s: float = 120.0,
                       config: str | Path | dict[str, Any] | None = None, sink: str | Iterable[str] = "sinklab",
-                      worker: dict[str, str] | None = None) -> Exploration:
+                      worker: dict[str, str] | None = None, traffic: TrafficProfile | None = None,
+                      speed: float = 1.0) -> Exploration:
     """Send ``count`` events of ``generator`` at ``rate`` events/s through a sink at each interval.
 
     ``sink``: ``"sinklab"``, ``"apache"`` (Apache's Iceberg sink in a Kafka Connect worker of the stack's,
@@ -74,6 +75,10 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
     settings every run takes, the sink's knobs among them (Apache's ``iceberg.control.commit.timeout-ms``,
     ``tasks.max``, ``iceberg.tables.default-partition-by``; sinklab's ``sinklab.*``); its topics, tables,
     name and interval are each run's own.
+
+    ``traffic``: a real topic's traffic profile (``sinklab.generators.profile_topic``): each run's stream
+    replays it (``speed`` times faster) instead of ``rate``: its rate curve, its partitions and their
+    shares, its value sizes, its hot keys.
 
     Neither table creation nor a first cycle's warm-up is charged to an interval: sinklab's runs are
     primed by one cycle of a priming sink that writes ``prime`` events of another seed into every run's
@@ -107,10 +112,12 @@ def explore_intervals(stack: Stack, generator: Generator, intervals_ms: Iterable
              "table": f"{namespace}.{kind}_{interval}ms_{token}", "sink": f"{namespace}-{kind}-{interval}ms-{token}"}
             for kind in sinks for interval in intervals_ms]
     measured = {}
+    stream: dict[str, Any] = {"rate": rate} if traffic is None else {"traffic": traffic, "speed": speed}
+    partitions = partitions if traffic is None else traffic.partition_count
     for kind in sinks:
         mine = [r for r in runs if r["sink_kind"] == kind]
         explore = _explore_sinklab if kind == "sinklab" else _explore_apache
-        measured.update(explore(stack, generator, mine, settings, count=count, rate=rate, partitions=partitions,
+        measured.update(explore(stack, generator, mine, settings, count=count, stream=stream, partitions=partitions,
                                 prime=prime, catch_up_s=catch_up_s, worker=worker, namespace=namespace, token=token))
     rows, snaps_all, vis_all, cycles_all = [], [], [], []
     for run in runs:
@@ -134,7 +141,7 @@ Measured = dict[str, tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]  # by run:
 
 
 def _explore_sinklab(stack: Stack, generator: Generator, runs: list[dict[str, Any]], settings: dict[str, Any], *,
-                     count: int, rate: float, partitions: int, prime: int, catch_up_s: float, namespace: str,
+                     count: int, stream: dict[str, Any], partitions: int, prime: int, catch_up_s: float, namespace: str,
                      token: str, **_: Any) -> Measured:
     from sinklab.generators import Generator as GeneratorType
     from sinklab.sink import open_sink
@@ -161,7 +168,7 @@ def _explore_sinklab(stack: Stack, generator: Generator, runs: list[dict[str, An
         sink = open_sink(stack, config(run["sink"], run["topic"], [run["table"]], run["interval_ms"]))
         try:
             sink.start()
-            generator.produce(stack, run["topic"], count=count, rate=rate, partitions=partitions).wait()
+            generator.produce(stack, run["topic"], count=count, partitions=partitions, **stream).wait()
             wait_caught_up(sink, catch_up_s)
         finally:
             sink.stop()
@@ -173,15 +180,15 @@ def _explore_sinklab(stack: Stack, generator: Generator, runs: list[dict[str, An
 
 
 def _explore_apache(stack: Stack, generator: Generator, runs: list[dict[str, Any]], settings: dict[str, Any], *,
-                    count: int, rate: float, partitions: int, prime: int, catch_up_s: float,
+                    count: int, stream: dict[str, Any], partitions: int, prime: int, catch_up_s: float,
                     worker: dict[str, str] | None, **_: Any) -> Measured:
     from sinklab.generators import Generator as GeneratorType
     from sinklab.viz.apache_runs import ApacheRuns
 
-    def producing(n: int, rate: float | None, seed_offset: int, topic: str) -> Callable[[], int]:
+    def producing(n: int, how: dict[str, Any], seed_offset: int, topic: str) -> Callable[[], int]:
         def send() -> int:
             chosen = GeneratorType(generator.spec, seed=generator.spec.seed + seed_offset) if seed_offset else generator
-            chosen.produce(stack, topic, count=n, rate=rate, partitions=partitions).wait()
+            chosen.produce(stack, topic, count=n, partitions=partitions, **how).wait()
             return n
         return send
 
@@ -190,8 +197,8 @@ def _explore_apache(stack: Stack, generator: Generator, runs: list[dict[str, Any
     try:
         for run in runs:
             stack.create_topic(run["topic"], partitions=partitions)
-            out[run["sink"]] = apache.run(run, producing(max(prime, 1), None, 1, run["topic"]),
-                                          producing(count, rate, 0, run["topic"]), catch_up_s)
+            out[run["sink"]] = apache.run(run, producing(max(prime, 1), {}, 1, run["topic"]),
+                                          producing(count, stream, 0, run["topic"]), catch_up_s)
     finally:
         apache.close()
     return out

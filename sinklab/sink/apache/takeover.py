@@ -31,21 +31,19 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from sinklab.exceptions import SinkError
-from sinklab.sink.tables.state import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, TableState, ancestry, identifier
+from sinklab.sink.apache.control import Written, offsets_property, read_written, recorded_control, uncommitted
+from sinklab.sink.tables.state import COMMIT_ID_PROP, OFFSETS_PROP, SINK_PROP, TableState, identifier
 from sinklab.sink.tables.write import Staged, stage_append
-from sinklab.sink.wire import apache_events
 from sinklab.sink.wire import offsets as off
-from sinklab.sink.wire.apache_events import APACHE_CONTROL_TOPIC, OFFSETS_PREFIX, PayloadType, table_name, uuid_text
+from sinklab.sink.wire.apache_events import APACHE_CONTROL_TOPIC
 from sinklab.sink.wire.apache_events import COMMIT_ID_PROP as APACHE_COMMIT_ID
 from sinklab.sink.wire.control import CommitComplete, TableCommit
 from sinklab.sink.wire.group import group_call
 from sinklab.sink.wire.offsets import TopicPartition
-from sinklab.sink.wire.topics import TopicReader
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
 
     from sinklab.sink.wire.offsets import Offsets
 
@@ -72,39 +70,6 @@ class Pending:
         return sum(int(f["record_count"]) for f in self.files)
 
 
-@dataclass
-class Written:
-    """One ``DATA_WRITTEN`` event of the connector's group: where it is on the control topic, and what."""
-
-    topic: str
-    partition: int
-    offset: int
-    commit_id: str
-    table: str
-    table_uuid: str | None
-    data_files: list[dict[str, Any]]
-    delete_files: list[dict[str, Any]]
-
-
-def offsets_property(control_topic: str, group: str) -> str:
-    return f"{OFFSETS_PREFIX}{control_topic}.{group}"
-
-
-def recorded_control(table: Table, branch: str, group: str) -> tuple[str | None, dict[int, int]]:
-    """The control topic and offsets Apache's coordinator (or a takeover) last recorded on ``branch`` of
-    ``table`` for ``group``: the newest snapshot of the branch's ancestry that carries them, as Apache's
-    ``lastCommittedOffsetsForTable`` looks."""
-    ref = table.metadata.refs.get(branch)
-    suffix = f".{group}"
-    for snap in ancestry(table, ref.snapshot_id if ref else None):
-        props = snap.summary.additional_properties if snap.summary else {}
-        for key, value in props.items():
-            if key.startswith(OFFSETS_PREFIX) and key.endswith(suffix):
-                topic = key[len(OFFSETS_PREFIX):-len(suffix)]
-                return topic, {int(p): int(o) for p, o in json.loads(value).items()}
-    return None, {}
-
-
 def apache_history(states: Iterable[TableState], group: str, coordinator_offsets: Offsets,
                    group_offsets: Offsets) -> set[str]:
     """The control topics to look for Apache's pending commit in; empty when this connector shows no sign
@@ -119,48 +84,14 @@ def apache_history(states: Iterable[TableState], group: str, coordinator_offsets
     return topics
 
 
-def read_written(kafka_conf: Mapping[str, Any], topics: Iterable[str], group: str,
-                 start: Offsets) -> tuple[list[Written], Offsets]:
-    """The ``DATA_WRITTEN`` events of ``group`` on Apache's control ``topics``, committed ones only, from
-    ``start`` (where its coordinator finished; else each partition's beginning) to the end; and where
-    the read ended on each partition."""
-    conf = {k: v for k, v in kafka_conf.items() if k != "bootstrap.servers"}
-    found = []
-    with TopicReader(kafka_conf["bootstrap.servers"], sorted(topics), start=start, **conf) as reader:
-        for batch in reader.read(timeout=30, idle_s=2.0):
-            for m in batch:
-                framed = apache_events.unframe(m.value() or b"")
-                if framed is None:
-                    continue
-                event = framed[1]
-                if event.get("type") != PayloadType.DATA_WRITTEN or event.get("group_id") != group:
-                    continue
-                payload, ref = event["payload"], event["payload"]["table_reference"]
-                table_uuid = ref.get("table_uuid")
-                found.append(Written(
-                    topic=m.topic(), partition=m.partition(), offset=m.offset(),
-                    commit_id=uuid_text(payload["commit_id"]), table=table_name(ref),
-                    table_uuid=uuid_text(table_uuid) if table_uuid else None,
-                    data_files=list(payload.get("data_files") or []),
-                    delete_files=list(payload.get("delete_files") or [])))
-        return found, reader.positions
-
-
 def pending_for(state: TableState, control_topic: str, written: Iterable[Written], group: str) -> Pending | None:
     """What of ``written`` on ``control_topic`` ``state``'s table still lacks; None when nothing.
     Row-level changes (delete files) are not finished here: that raises, naming the commit."""
     assert state.table is not None
     recorded_topic, recorded = recorded_control(state.table, state.branch, group)
-    if recorded_topic not in (None, control_topic):
-        recorded = {}
-    table_uuid = str(state.table.metadata.table_uuid)
-    pending = Pending(state.name, control_topic, control_offsets=dict(recorded))
+    pending = Pending(state.name, control_topic, control_offsets=recorded if recorded_topic == control_topic else {})
     seen: set[str] = set()
-    for w in written:
-        if w.topic != control_topic or w.table != state.name or w.table_uuid not in (None, table_uuid):
-            continue
-        if w.offset < recorded.get(w.partition, -1):
-            continue  # Apache's coordinator committed it
+    for w in uncommitted(state.table, state.name, state.branch, group, control_topic, written):
         if any(int(f["record_count"]) > 0 for f in w.delete_files):
             raise SinkError(
                 f"table {state.name}: Apache's sink left row-level changes (delete files) of its commit {w.commit_id} "
