@@ -21,6 +21,8 @@ from helpers import run_cli, sink_config, steady
 from sinklab.maintenance import Target, clean
 from sinklab.maintenance.retention import recovery_snapshots, snaps_of
 from sinklab.sink.apache import takeover
+from sinklab.sink.apache.control import read_events
+from sinklab.sink.wire.apache_events import APACHE_CONTROL_TOPIC, PayloadType
 from sinklab.stack import Stack
 from sinklab.stack.apache_sink import ConnectWorker, connector_config, scratch_dir
 
@@ -65,6 +67,15 @@ def plant_orphan(stack: Stack, table: str) -> Path:
     return orphan
 
 
+def unreferenced(stack: Stack, table: str) -> set[Path]:
+    """The table's data files on disk that none of its snapshots references: to the table, orphans."""
+    loaded = table_of(stack, table)
+    referenced = {Path(e.data_file.file_path.removeprefix("file:"))
+                  for snap in loaded.metadata.snapshots for m in snap.manifests(loaded.io)
+                  for e in m.fetch_manifest_entry(loaded.io, discard_deleted=False)}
+    return set((Path(loaded.location().removeprefix("file:")) / "data").rglob("*.parquet")) - referenced
+
+
 def in_every_round(stack: Stack, table: str, produced: list[str], worker: ConnectWorker, name: str) -> None:
     """Every record produced is in the table once (the read fails if a referenced file was deleted)."""
     until(f"not every record in {table}", lambda: len(order_id_counts(stack, table)) >= len(produced), worker,
@@ -98,20 +109,29 @@ def test_cleaning_keeps_what_apaches_sink_wrote_and_has_not_committed(
             # Iceberg tries a commit 5 times before its coordinator gives the round up: two rounds given up.
             until("no table commit refused", lambda: refused.hits >= 10, worker, name)
             orphan = plant_orphan(stack, table)
+            in_flight = unreferenced(stack, table) - {orphan}
+            assert len(in_flight) >= 2, in_flight  # two rounds' files at least
             target = Target.on(stack, table)
             running = clean(target, older_than_ms=0)
             assert not orphan.exists() and running.counts["orphan_files"] >= 1, running
-            assert running.counts["kept_in_flight"] >= 2, running  # two rounds' files at least
-            assert f"connect-{name} running" in (running.note or ""), running
+            assert all(f.exists() for f in in_flight), running
+            assert f"connect-{name} running" in (running.note or "") and "open round" in running.note, running
 
             worker.remove(name)  # its last rounds' files are named on its control topic only
             admin = stack.admin()
             until("the connector's group kept members", lambda: not any(
                 takeover.members(admin, g)[1] for g in (f"connect-{name}", f"connect-{name}-coord")), timeout=60)
             orphan = plant_orphan(stack, table)
+            # Its data-written events name them; a file it held open when stopped is an orphan (its records
+            # are read again from the group's offsets, which its events did not move past).
+            events, _ = read_events(stack.kafka_config(), [APACHE_CONTROL_TOPIC], group=f"connect-{name}")
+            named = {Path(f["file_path"].removeprefix("file:")) for e in events if e.type == PayloadType.DATA_WRITTEN
+                     for f in e.payload["data_files"]} & unreferenced(stack, table)
+            assert len(named) >= 2, named
             stopped = clean(target, older_than_ms=0)
             assert not orphan.exists(), stopped
-            assert stopped.counts["kept_in_flight"] >= 2 and f"connect-{name} stopped" in (stopped.note or ""), stopped
+            assert all(f.exists() for f in named) and stopped.counts["kept_in_flight"] == len(named), stopped
+            assert f"connect-{name} stopped" in (stopped.note or ""), stopped
             proxy.clear()
             worker.add(config)  # started again: its coordinator commits what its control topic names
             worker.wait_assigned(name, unique)
