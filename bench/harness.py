@@ -244,17 +244,9 @@ def topic_timestamps(stack: Stack, topic: str) -> dict[int, tuple[np.ndarray, np
     return {p: (np.array(o), np.array(t)) for p, (o, t) in found.items()}
 
 
-def key_timestamps(stack: Stack, topic: str) -> dict[bytes, int]:
-    """Every record's key (the pizza's ``order_id``) and Kafka timestamp (ms)."""
-    consumer, total = assign_all(stack, topic)
-    found: dict[bytes, int] = {}
-    seen = 0
-    while seen < total:
-        for m in consumer.consume(10_000, timeout=1.0):
-            found[m.key()] = m.timestamp()[1]
-            seen += 1
-    consumer.close()
-    return found
+def epoch_ms(times: pd.Series) -> np.ndarray:
+    """Timestamps (UTC) as epoch milliseconds; NaT as NaN."""
+    return ((times - pd.Timestamp(0, tz="UTC")).dt.total_seconds() * 1000).to_numpy()
 
 
 def drop_topics(stack: Stack, topics: list[str]) -> None:

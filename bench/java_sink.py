@@ -4,9 +4,9 @@ backlog next, as sinklab's drains run on a warm Spark (``drain_backlog``); ``lat
 of ``harness.latency`` with this sink in the background; ``bench/sustained.py`` runs it under the
 sustained-rate contract.
 
-What a commit made visible is read back from the table: the Java sink records the offsets of its
-control topic in a snapshot, not those of the source topic, so a record is found by its key column
-(``order_id``) in the data files each snapshot added.
+What a commit made visible: the Java sink records the offsets of its control topic in a snapshot, not
+those of the source topic; its control topic's data-complete events have those, so each snapshot is
+given the source offsets of its commit (``readings.with_offsets``) and measured as sinklab's are.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.parquet as pq
-from harness import NAMESPACE, LatencyResult, create_empty_table, key_timestamps
+from harness import NAMESPACE, LatencyResult, create_empty_table, epoch_ms
 
+from sinklab import readings
 from sinklab.exceptions import ApacheSinkError as JavaSinkError
 from sinklab.generators import PizzaGenerator
 from sinklab.sink.tables import identifier
@@ -42,7 +42,11 @@ def connector_config(stack: Stack, name: str, topic: str, table: str, interval_m
     """``apache_sink.connector_config`` with a control topic and groups of the connector's own: a run
     never reads an earlier run's commit events."""
     return {**apache_sink.connector_config(stack, name, topic, table, interval_ms, tasks),
-            "iceberg.control.topic": f"{name}-control", "iceberg.control.group-id-prefix": f"{name}-cg-control-"}
+            "iceberg.control.topic": control_topic(name), "iceberg.control.group-id-prefix": f"{name}-cg-control-"}
+
+
+def control_topic(name: str) -> str:
+    return f"{name}-control"
 
 
 # ---- what the sink committed
@@ -127,30 +131,26 @@ def drain(stack: Stack, worker: ConnectWorker, name: str, topic: str, table_name
                      max(files, default=0), [c.published_ms / 1000 - started_wall for c in done])
 
 
-def record_visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id"
+def record_visibility(stack: Stack, table_name: str, connector: str, topic: str
                       ) -> tuple[np.ndarray, np.ndarray, list[Commit]]:
-    """Each record's Kafka timestamp (``stamps``: key -> ms) and the publish of the snapshot that
-    added it (ms; NaN for a record no commit holds yet), found by the record's key column in the
-    data files each snapshot added; and the commits."""
-    done = commits(table)
-    visible: dict[bytes, int] = {}
-    for commit in done:
-        for path in commit.files:
-            with table.io.new_input(path).open() as f:
-                for k in pq.read_table(f, columns=[key]).column(key).to_pylist():
-                    visible.setdefault(k.encode(), commit.published_ms)
-    produced = np.fromiter(stamps.values(), dtype=np.float64, count=len(stamps))
-    seen = np.fromiter((visible.get(k, np.nan) for k in stamps), dtype=np.float64, count=len(stamps))
-    return produced, seen, done
+    """Each record's Kafka timestamp and the publish of the snapshot that made it readable (ms; NaN for a
+    record no commit holds yet): the table's snapshots given the source offsets of the commits that made
+    them, from Apache's control topic (``readings.with_offsets``), as the explorer measures this sink;
+    and the commits."""
+    found = readings.commits(stack, sink=connector, control_topic=control_topic(connector))
+    snaps = readings.with_offsets(readings.snapshots(stack, table_name), found)
+    vis = readings.visibility(snaps, readings.record_times(stack, topic))
+    done = commits(stack.catalog.load_table(identifier(table_name)))
+    return epoch_ms(vis["produced_at"]), epoch_ms(vis["visible_at"]), done
 
 
-def visibility(table: Table, stamps: dict[bytes, int], key: str = "order_id") -> tuple[np.ndarray, list[Commit]]:
-    """Seconds from each record's Kafka timestamp (``stamps``: key -> ms) to the publish of the
-    snapshot that added it; every record must be in a commit."""
-    produced, visible, done = record_visibility(table, stamps, key)
+def visibility(stack: Stack, table_name: str, connector: str, topic: str) -> tuple[np.ndarray, list[Commit]]:
+    """Seconds from each record's Kafka timestamp to the publish of the snapshot that made it readable;
+    every record must be in a commit."""
+    produced, visible, done = record_visibility(stack, table_name, connector, topic)
     missing = int(np.isnan(visible).sum())
     if missing:
-        raise JavaSinkError(f"{missing:,} of {len(stamps):,} records are in no commit of {table.name()}")
+        raise JavaSinkError(f"{missing:,} of {len(produced):,} records are in no commit of {table_name}")
     return (visible - produced) / 1000, done
 
 
@@ -177,8 +177,7 @@ def latency(stack: Stack, topic: str, interval_ms: int, rate: float, seconds: fl
         PizzaGenerator(seed=7).produce(stack, topic, count=count, rate=rate, partitions=partitions).wait()
         wait_for_records(stack, worker, name, JAVA_LATENCY, count, timeout=interval_ms / 1000 + 120)
         worker.remove(name)
-    table = stack.catalog.load_table(identifier(JAVA_LATENCY))
-    lat, commits = visibility(table, key_timestamps(stack, topic))
+    lat, commits = visibility(stack, JAVA_LATENCY, name, topic)
     # The snapshot's own timestamp: the Java sink publishes the snapshot it makes, so both are one.
     return LatencyResult(
         interval_ms, rate, len(lat), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),

@@ -32,8 +32,8 @@ from harness import (
     completed_cycles,
     create_empty_table,
     drop_topics,
+    epoch_ms,
     failure,
-    key_timestamps,
     naive_loop,
     sink_config,
     watermarks,
@@ -43,7 +43,6 @@ from sinklab import readings
 from sinklab.generators import PizzaGenerator
 from sinklab.generators.produce import PRODUCER_DEFAULTS
 from sinklab.sink import IcebergSink
-from sinklab.sink.tables import identifier
 
 if TYPE_CHECKING:
     from sinklab.stack import Stack
@@ -98,10 +97,6 @@ def readable_at(steps: Steps, at_ms: float) -> int:
     return max((n for t, n in steps if t <= at_ms), default=0)
 
 
-def _epoch_ms(times: pd.Series) -> np.ndarray:
-    return ((times - pd.Timestamp(0, tz="UTC")).dt.total_seconds() * 1000).to_numpy()
-
-
 def offsets_readable(stack: Stack, tables: list[str], sink_name: str, topic: str) -> Steps:
     """From the snapshots of ``sink_name`` (their ``sinklab.offsets``): each commit's publish, and the
     records of ``topic`` readable in all of ``tables`` from then on (fanned out: the least of the three)."""
@@ -122,8 +117,8 @@ def offsets_latency(stack: Stack, tables: list[str], sink_name: str, topic: str)
     records = readings.record_times(stack, topic)
     vis = readings.visibility(readings.snapshots(stack, tables), records, sink=sink_name)
     if vis.empty:
-        return _epoch_ms(records["produced_at"]), np.full(len(records), np.nan)
-    produced = _epoch_ms(vis["produced_at"])
+        return epoch_ms(records["produced_at"]), np.full(len(records), np.nan)
+    produced = epoch_ms(vis["produced_at"])
     visible = produced + vis["latency_s"].to_numpy() * 1000
     if len(tables) > 1:
         per = pd.DataFrame({"partition": vis["partition"].to_numpy(), "offset": vis["offset"].to_numpy(),
@@ -285,8 +280,7 @@ class JavaRate(RateSink):
                 for row in snaps[snaps["added_records"] > 0].sort_values("visible_at").itertuples()]
 
     def record_latency(self, topic: str) -> tuple[np.ndarray, np.ndarray]:
-        table = self.stack.catalog.load_table(identifier(self.table_name))
-        produced, visible, _ = java_sink.record_visibility(table, key_timestamps(self.stack, topic))
+        produced, visible, _ = java_sink.record_visibility(self.stack, self.table_name, self.name, topic)
         return produced, visible
 
 
