@@ -325,7 +325,7 @@ def test_figures_draw_the_frames(stack: Stack, run: Run) -> None:
 
     vis = viz.visibility(run.snaps, viz.record_times(stack, run.topic, until=run.snaps["offsets"].iloc[-1]))
     fig = viz.plot_visibility(vis)
-    assert sum(len(t.x) for t in fig.data if t.type == "histogram") == len(viz.steady(vis)) == len(vis) - 2 * 300
+    assert sum(sum(t.y) for t in fig.data if t.type == "bar") == len(viz.steady(vis)) == len(vis) - 2 * 300
     assert [len(t.x) for t in fig.data if t.name == "first cycle (warm-up)"] == [2 * 300]
     assert {a.text.split()[0] for a in fig.layout.annotations if a.text.startswith("p")} >= {"p50", "p99"}
 

@@ -81,7 +81,8 @@ def plot_snapshots(snaps: pd.DataFrame, title: str = "Snapshot history", fresh: 
         ])
         fig.add_trace(go.Scatter(
             x=group["visible_at"], y=group["total_records"], mode="lines+markers", name=str(table),
-            legendgroup=str(table), line={"color": palette[str(table)]},
+            # A step: the table holds what its last snapshot holds until the next one.
+            legendgroup=str(table), line={"color": palette[str(table)], "shape": "hv"},
             marker={"symbol": np.where(by_sink, "circle", "x"), "size": 9, "color": palette[str(table)]},
             customdata=custom,
             hovertemplate=("<b>%{fullData.name}</b> snapshot %{customdata[0]} (%{customdata[1]})<br>"
@@ -248,6 +249,9 @@ def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produce
                                    name="first cycle (warm-up)", marker={"size": 4, "color": WARMUP_COLOR},
                                    hovertemplate="produced %{x}<br>visible after %{y:.2f} s (warm-up cycle)"
                                                  "<extra></extra>"), row=1, col=1)
+    # The distribution as counts in shared bins, not every record's value: a figure of a long stream stays
+    # small (notebook 02's four intervals of two sinks carried 1.2 MB of raw values).
+    edges = np.histogram_bin_edges(kept["latency_s"], bins=40) if not kept.empty else np.array([0.0, 1.0])
     for table, group in kept.groupby(series(kept), sort=True):
         shown = group.sample(MAX_POINTS, random_state=0).sort_index() if len(group) > MAX_POINTS else group
         color = palette[str(table)]
@@ -255,9 +259,10 @@ def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produce
                                    marker={"size": 4, "opacity": 0.6, "color": color}, legendgroup=str(table),
                                    hovertemplate="produced %{x}<br>visible after %{y:.2f} s<extra></extra>"),
                       row=1, col=1)
-        fig.add_trace(go.Histogram(x=group["latency_s"], name=str(table), legendgroup=str(table), showlegend=False,
-                                   marker={"color": color}, opacity=0.7, nbinsx=40,
-                                   hovertemplate="%{x} s: %{y:,} records<extra></extra>"), row=1, col=2)
+        counts, _ = np.histogram(group["latency_s"], bins=edges)
+        fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), name=str(table),
+                             legendgroup=str(table), showlegend=False, marker={"color": color}, opacity=0.7,
+                             hovertemplate="%{x:.2f} s: %{y:,} records<extra></extra>"), row=1, col=2)
     if not kept.empty:
         for q, dash in ((0.5, "dot"), (0.99, "dash")):
             value = float(kept["latency_s"].quantile(q))
@@ -345,8 +350,9 @@ def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off
     """The explorer's runs: visibility latency against snapshots per hour, files per table per hour and
     mean file size, one point per commit interval (p50 and p99 in the same colours in every panel).
     Intervals with too few commits to project from (``per_hour`` is NaN) are named in a note instead."""
+    # Short titles: three side by side fit a docs page's width (the axes say the rest).
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-        "latency vs snapshots/hour", "latency vs files/table/hour", "latency vs mean file size"))
+        "snapshots", "files", "file size"))
     fig.update_layout(template=TEMPLATE, title=title, legend_title_text="", margin={"t": 80, "r": 20, "b": 80, "l": 60})
     # Several sinks (the explorer's sink="sinklab" and "apache"): a line each, named, dashed apart.
     sinks = (results["sink"].dropna().unique().tolist() if "sink" in results.columns else []) or [None]
@@ -367,7 +373,7 @@ def plot_tradeoff(results: pd.DataFrame, title: str = "Commit interval trade-off
                                   "<extra></extra>"), row=1, col=col)
     for col, (_, label) in enumerate(panels, start=1):
         fig.update_xaxes(title_text=label, row=1, col=col)
-        fig.update_yaxes(title_text="visibility latency (s)", rangemode="tozero", row=1, col=col)
+        fig.update_yaxes(title_text="visibility latency (s)" if col == 1 else None, rangemode="tozero", row=1, col=col)
     short = results[results["snapshots_per_hour"].isna()]
     if not short.empty:
         named = short["sink"] + " " if len(sinks) > 1 else pd.Series("", index=short.index)
