@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 from confluent_kafka import Consumer
@@ -369,6 +370,33 @@ def test_sinklab_explore_runs_both_sinks_from_the_command_line(stack: Stack, uni
         assert run["table"] in done.stdout
     header = done.stdout.splitlines()[0].split()
     assert header[:3] == ["sink", "interval", "records"]
+    # sinklab's figures against the table and a plain consumer: each record's Kafka timestamp to the time
+    # main reached the first snapshot recording an offset past it (its snapshot log).
+    mine = runs["runs"][1]
+    token = mine["table"].rsplit("_", 1)[1]
+    topic = f"explorer-sinklab-2000ms-{token}"
+    table = stack.catalog.load_table(tuple(mine["table"].split(".")))
+    reached = {e.snapshot_id: e.timestamp_ms for e in table.metadata.snapshot_log}
+    marks = [(reached[snap.snapshot_id], json.loads(snap.summary.additional_properties["sinklab.offsets"])[topic])
+             for snap in table.metadata.snapshots
+             if topic in snap.summary.additional_properties.get("sinklab.offsets", "")]
+    latencies = []
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap_servers, "group.id": f"check-{unique}"})
+    try:
+        for p in range(2):
+            low, high = consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=10)
+            consumer.assign([KafkaPartition(topic, p, low)])
+            seen = 0
+            while seen < high - low:
+                for m in consumer.consume(500, timeout=5):
+                    visible = min(at for at, offsets in marks if offsets.get(str(p), 0) > m.offset())
+                    latencies.append((visible - m.timestamp()[1]) / 1000)
+                    seen += 1
+    finally:
+        consumer.close()
+    assert len(latencies) == mine["records"] == 300
+    assert mine["p50_visibility_s"] == pytest.approx(float(np.percentile(latencies, 50)), abs=0.002)
+    assert mine["p99_visibility_s"] == pytest.approx(float(np.percentile(latencies, 99)), abs=0.002)
 
 
 def test_the_planner_fits_apaches_commit_rounds_and_recommends_only_its_keys(stack: Stack, unique: str) -> None:

@@ -252,8 +252,10 @@ def plot_visibility(vis: pd.DataFrame, title: str = "Visibility latency: produce
     # The distribution as counts in shared bins, not every record's value: a figure of a long stream stays
     # small (notebook 02's four intervals of two sinks carried 1.2 MB of raw values).
     edges = np.histogram_bin_edges(kept["latency_s"], bins=40) if not kept.empty else np.array([0.0, 1.0])
+    # At most MAX_POINTS records drawn in all (a sample of each series): every point is text in the notebook.
+    most = max(500, MAX_POINTS // max(1, kept.groupby(series(kept)).ngroups if not kept.empty else 1))
     for table, group in kept.groupby(series(kept), sort=True):
-        shown = group.sample(MAX_POINTS, random_state=0).sort_index() if len(group) > MAX_POINTS else group
+        shown = group.sample(most, random_state=0).sort_index() if len(group) > most else group
         color = palette[str(table)]
         fig.add_trace(go.Scattergl(x=shown["produced_at"], y=shown["latency_s"], mode="markers", name=str(table),
                                    marker={"size": 4, "opacity": 0.6, "color": color}, legendgroup=str(table),
