@@ -106,6 +106,31 @@ def test_a_refused_connection_is_named_commits_nothing_and_the_right_one_resumes
     assert len(order_ids(secure, f"{unique}.pizzas")) == 200
 
 
+def test_a_topics_traffic_is_read_by_a_login_that_may_only_read_it(secure: Stack, unique: str) -> None:
+    """`sinklab traffic`'s reader under ``guest``, granted nothing but reading the topic: its offsets,
+    timestamps and a sample; it commits nothing, so it needs no group."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from sinklab.generators import profile_topic
+    from sinklab.security.references import resolve_all
+
+    assert secure.workdir is not None
+    secure.create_topic(unique, partitions=2)
+    PizzaGenerator(seed=7).produce(secure, unique, count=300, partitions=2).wait()
+    guest = {**secure.kafka_config(), "sasl.username": tls.KAFKA_GUEST,
+             "sasl.password": resolve_all({"p": tls.reference(secure.workdir, "kafka.guest")})["p"]}
+    with pytest.raises(ValueError, match=unique) as refused:  # not even described without a grant
+        profile_topic(guest, unique, window_s=600, bucket_s=60, sample=50)
+    assert "authoriz" in str(refused.value).lower(), refused.value
+    admin = secure.admin()
+    for future in admin.create_acls([AclBinding(
+            ResourceType.TOPIC, unique, ResourcePatternType.LITERAL, f"User:{tls.KAFKA_GUEST}", "*",
+            AclOperation.READ, AclPermissionType.ALLOW)]).values():
+        future.result(30)
+    shape = profile_topic(guest, unique, window_s=600, bucket_s=60, sample=50)
+    assert shape.records == 300 and shape.sampled == 50 and 150 <= shape.value_bytes[5] <= 200
+
+
 def test_a_login_without_grants_is_refused_naming_what(secure: Stack, unique: str) -> None:
     """``guest`` may log in and nothing more: the sink stops at the first grant it lacks, named; granted
     its transactional id, group and control topic, at its source topic."""

@@ -135,7 +135,9 @@ def profile_topic(kafka: Mapping[str, Any], topic: str, window_s: float = 3600.0
     consumer = Consumer({**kafka, "group.id": "sinklab-traffic", "enable.auto.commit": False, "log_level": 4})
     try:
         meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
+        if meta is not None and meta.error is not None:  # a login not granted to describe it, say
+            raise ValueError(f"topic {topic!r} on {kafka.get('bootstrap.servers')}: {meta.error.str()}")
+        if meta is None or not meta.partitions:
             raise ValueError(f"topic {topic!r} not found on {kafka.get('bootstrap.servers')}")
         partitions = sorted(meta.partitions)
         highs = {p: consumer.get_watermark_offsets(KafkaPartition(topic, p), timeout=timeout)[1] for p in partitions}
