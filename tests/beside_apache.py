@@ -1,12 +1,14 @@
 """One connector config through Apache's sink in the stack's Connect worker and through sinklab, on the same
 records, and the two tables it writes: what tests comparing sinklab with Apache's own classes (Kafka's and
-Iceberg's transforms, Apicurio's converter) share. The worker is conftest's ``connect_worker``."""
+Iceberg's transforms, Apicurio's converter) share. The worker is conftest's ``connect_worker``. Also what
+tests running Apache's sink beside sinklab wait and count with (``wait_for``, ``order_id_counts``)."""
 
 from __future__ import annotations
 
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer
@@ -84,3 +86,22 @@ def produce(stack: Stack, topic: str, records: list[tuple[dict[str, Any] | bytes
         body = value if value is None or isinstance(value, bytes) else json.dumps(value).encode()
         producer.produce(topic, body, f"k{i}".encode(), headers=headers)
     assert producer.flush(30) == 0
+
+
+def order_id_counts(stack: Stack, table: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for order_id in stack.catalog.load_table(tuple(table.split("."))).scan(
+            selected_fields=("order_id",)).to_arrow().column("order_id").to_pylist():
+        counts[order_id] = counts.get(order_id, 0) + 1
+    return counts
+
+
+def wait_for(what: str, ready: Callable[[], bool], worker: ConnectWorker | None, name: str,
+             timeout: float = 120) -> None:
+    """Until ``ready()``, failing with the task's trace if ``worker`` (when given) fails first."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if worker is not None:
+            worker.check(name)
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)

@@ -12,12 +12,13 @@ import random
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
+from beside_apache import order_id_counts, wait_for
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from faults import FaultProxy, publishes
@@ -183,14 +184,6 @@ def test_both_sinks_share_a_cluster_with_their_default_control_settings(stack: S
     wait_rows(stack, worker, connector, their_table, sent + 10)
 
 
-def order_id_counts(stack: Stack, table: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for order_id in stack.catalog.load_table(tuple(table.split("."))).scan(
-            selected_fields=("order_id",)).to_arrow().column("order_id").to_pylist():
-        counts[order_id] = counts.get(order_id, 0) + 1
-    return counts
-
-
 @pytest.mark.parametrize("stopped", ["cleanly", "killed"])
 def test_a_connector_handed_back_to_apaches_sink_goes_on_with_every_record_once(
         stack: Stack, worker: ConnectWorker, stack_file: Path, tmp_path: Path, unique: str, stopped: str) -> None:
@@ -233,17 +226,6 @@ def test_a_connector_handed_back_to_apaches_sink_goes_on_with_every_record_once(
         time.sleep(0.5)
     assert sorted(counts) == sorted(produced)  # none missing
     assert {n for n in counts.values()} == {1}, {k: n for k, n in counts.items() if n > 1}  # none twice
-
-
-def wait_for(what: str, ready: Callable[[], bool], worker: ConnectWorker | None, name: str,
-             timeout: float = 120) -> None:
-    """Until ``ready()``, failing with the task's trace if ``worker`` (when given) fails first."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if worker is not None:
-            worker.check(name)
-        assert time.monotonic() < deadline, what
-        time.sleep(0.3)
 
 
 @pytest.mark.parametrize("stopped", ["cleanly", "killed-before-its-table-commit", "killed-anywhere"])

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from beside_apache import order_id_counts, wait_for
 from faults import FaultProxy, publishes
 from helpers import run_cli, sink_config, steady
 
@@ -39,24 +40,6 @@ def table_of(stack: Stack, table: str):  # noqa: ANN201 - pyiceberg's Table
     return stack.catalog.load_table(tuple(table.split(".")))
 
 
-def order_id_counts(stack: Stack, table: str) -> dict[str, int]:
-    """Every row's order id, counted: reading the table reads every data file it references."""
-    counts: dict[str, int] = {}
-    for order_id in table_of(stack, table).scan(selected_fields=("order_id",)).to_arrow().column(
-            "order_id").to_pylist():
-        counts[order_id] = counts.get(order_id, 0) + 1
-    return counts
-
-
-def until(what: str, ready, worker: ConnectWorker | None = None, name: str = "", timeout: float = 120) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if worker is not None:
-            worker.check(name)
-        assert time.monotonic() < deadline, what
-        time.sleep(0.3)
-
-
 def plant_orphan(stack: Stack, table: str) -> Path:
     """A copy of one of the table's data files that no snapshot references, an hour old."""
     source = Path(table_of(stack, table).inspect.files().column("file_path")[0].as_py().removeprefix("file:"))
@@ -78,8 +61,8 @@ def unreferenced(stack: Stack, table: str) -> set[Path]:
 
 def in_every_round(stack: Stack, table: str, produced: list[str], worker: ConnectWorker, name: str) -> None:
     """Every record produced is in the table once (the read fails if a referenced file was deleted)."""
-    until(f"not every record in {table}", lambda: len(order_id_counts(stack, table)) >= len(produced), worker,
-          name, timeout=180)
+    wait_for(f"not every record in {table}", lambda: len(order_id_counts(stack, table)) >= len(produced), worker,
+             name, 180)
     counts = order_id_counts(stack, table)
     assert sorted(counts) == sorted(produced)  # none missing
     assert set(counts.values()) == {1}, {k: n for k, n in counts.items() if n > 1}  # none twice
@@ -103,11 +86,11 @@ def test_cleaning_keeps_what_apaches_sink_wrote_and_has_not_committed(
                        "iceberg.control.commit.max-consecutive-failures": "1000"})
         with steady(stack, unique, 100) as produced:
             worker.add(config)
-            until("Apache's sink committed nothing", lambda: stack.catalog.table_exists((unique, "pizzas"))
-                  and len(table_of(stack, table).metadata.snapshots) >= 2, worker, name)
+            wait_for("Apache's sink committed nothing", lambda: stack.catalog.table_exists((unique, "pizzas"))
+                     and len(table_of(stack, table).metadata.snapshots) >= 2, worker, name)
             refused = proxy.fail(409, match=publishes)
             # Iceberg tries a commit 5 times before its coordinator gives the round up: two rounds given up.
-            until("no table commit refused", lambda: refused.hits >= 10, worker, name)
+            wait_for("no table commit refused", lambda: refused.hits >= 10, worker, name)
             orphan = plant_orphan(stack, table)
             in_flight = unreferenced(stack, table) - {orphan}
             assert len(in_flight) >= 2, in_flight  # two rounds' files at least
@@ -119,8 +102,8 @@ def test_cleaning_keeps_what_apaches_sink_wrote_and_has_not_committed(
 
             worker.remove(name)  # its last rounds' files are named on its control topic only
             admin = stack.admin()
-            until("the connector's group kept members", lambda: not any(
-                takeover.members(admin, g)[1] for g in (f"connect-{name}", f"connect-{name}-coord")), timeout=60)
+            wait_for("the connector's group kept members", lambda: not any(
+                takeover.members(admin, g)[1] for g in (f"connect-{name}", f"connect-{name}-coord")), None, name, 60)
             orphan = plant_orphan(stack, table)
             # Its data-written events name them; a file it held open when stopped is an orphan (its records
             # are read again from the group's offsets, which its events did not move past).
@@ -156,7 +139,7 @@ def test_the_policy_follows_apaches_sink_compacting_and_expiring_under_it(
     config_file.write_text(json.dumps({"name": name, "config": config}))  # Connect's REST shape
     with steady(stack, unique, 100) as produced:
         worker.add(config)
-        until("Apache's sink made no table", lambda: stack.catalog.table_exists((unique, "pizzas")), worker, name)
+        wait_for("Apache's sink made no table", lambda: stack.catalog.table_exists((unique, "pizzas")), worker, name)
         ran = run_cli("table", "follow", "--config", str(config_file), "--stack", str(stack_file), "--poll", "1s",
                       "--seconds", "45", "--json")
         worker.check(name)
