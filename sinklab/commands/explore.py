@@ -15,8 +15,8 @@ from sinklab.commands.common import stack_for
 from sinklab.exceptions import CliError, PolicyError
 
 # What each run reports, in the JSON's names (``--json``), from the explorer's results.
-RUN_FIELDS = ("sink", "interval_ms", "records", "p50_visibility_s", "p99_visibility_s", "snapshots_per_hour",
-              "data_files_per_hour", "mean_file_bytes", "commit_round_s", "table", "note")
+RUN_FIELDS = ("sink", "interval_ms", "records", "snapshots", "p50_visibility_s", "p99_visibility_s",
+              "snapshots_per_hour", "data_files_per_hour", "mean_file_bytes", "commit_round_s", "table", "note")
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
@@ -71,7 +71,8 @@ def run_of(row: dict[str, Any]) -> dict[str, Any]:
     file_kib = number(row["mean_file_kib"])
     cycle_ms = number(row["mean_cycle_ms"])
     return {"sink": row["sink"], "interval_ms": int(row["interval_ms"]), "records": int(row["records"]),
-            "p50_visibility_s": number(row["p50_s"]), "p99_visibility_s": number(row["p99_s"]),
+            "snapshots": int(row["snapshots"]), "p50_visibility_s": number(row["p50_s"]),
+            "p99_visibility_s": number(row["p99_s"]),
             "snapshots_per_hour": number(row["snapshots_per_hour"], 1),
             "data_files_per_hour": number(row["files_per_table_per_hour"], 1),
             "mean_file_bytes": None if file_kib is None else int(file_kib * 1024),
@@ -80,13 +81,13 @@ def run_of(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def table_text(runs: list[dict[str, Any]]) -> str:
-    heads = ["sink", "interval", "records", "p50 s", "p99 s", "snapshots/h", "files/h", "mean file", "round s",
-             "table", "note"]
+    heads = ["sink", "interval", "records", "snapshots", "p50 s", "p99 s", "snapshots/h", "files/h", "mean file",
+             "round s", "table", "note"]
 
     def cell(value: Any) -> str:
         return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
     rows = [[r["sink"], f"{r['interval_ms'] / 1000:g} s", *[cell(r[k]) for k in (
-        "records", "p50_visibility_s", "p99_visibility_s", "snapshots_per_hour", "data_files_per_hour",
+        "records", "snapshots", "p50_visibility_s", "p99_visibility_s", "snapshots_per_hour", "data_files_per_hour",
         "mean_file_bytes", "commit_round_s", "table")], r["note"] or ""] for r in runs]
     widths = [max(len(str(x)) for x in column) for column in zip(heads, *rows, strict=True)]
     return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
