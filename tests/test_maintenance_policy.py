@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from helpers import run_cli
 
 from sinklab.exceptions import ConfigError
 from sinklab.maintenance import schedule
@@ -108,3 +112,19 @@ def test_orphan_paths_compare_as_icebergs_action_compares_them() -> None:
     assert _same_file("s3a://bucket/w/a.parquet") == _same_file("s3://bucket/w/a.parquet")
     assert _same_file("s3://bucket/w/a.parquet") != _same_file("s3://other/w/a.parquet")
     assert _same_file("file:/w/t/data/a.parquet") != _same_file("file:/w/t/data/b.parquet")
+
+
+def test_table_follow_names_what_is_missing_before_it_starts(tmp_path: Path) -> None:
+    """`sinklab table follow`'s arguments are checked before any stack or Spark: no tables, no policy,
+    a bad key; a connector's config in Connect's REST shape gives both (its iceberg.tables)."""
+    none = run_cli("table", "follow", "--set", "sinklab.maintenance.compact.every-commits=3")
+    assert none.returncode != 0 and "name the tables" in none.stderr
+    idle = run_cli("table", "follow", "db.t")
+    assert idle.returncode != 0 and "sinklab.maintenance.compact.every-commits" in idle.stderr
+    bad = run_cli("table", "follow", "db.t", "--set", "sinklab.maintenance.compact.every-commits=often")
+    assert bad.returncode != 0 and "sinklab.maintenance.compact.every-commits" in bad.stderr
+    connector = tmp_path / "c.json"
+    connector.write_text(json.dumps({"name": "c", "config": {
+        "iceberg.tables": "db.a,db.b", "sinklab.maintenance.compact.every-commits": "3"}}))
+    ran = run_cli("table", "follow", "--config", str(connector))  # tables and policy found: then the stack
+    assert ran.returncode != 0 and "--stack" in ran.stderr, ran.stderr

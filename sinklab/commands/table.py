@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from sinklab.commands.common import stack_for
 from sinklab.exceptions import CliError
@@ -45,15 +43,15 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_follow(args: argparse.Namespace) -> int:
     """The policy of ``--config`` and ``--set`` on the tables, as their commits come, until interrupted."""
     from sinklab import maintenance as m
-    from sinklab.sink.config import keys
+    from sinklab.exceptions import ConfigError
+    from sinklab.sink.config import keys, read_connect_json
 
     conf: dict[str, object] = {}
     if args.config:
         try:
-            conf = json.loads(Path(args.config).read_text())
-        except (OSError, ValueError) as exc:
-            raise CliError(f"--config {args.config}: {exc}") from None
-        conf = conf.get("config", conf) if isinstance(conf.get("config"), dict) else conf  # Connect's REST shape
+            conf = dict(read_connect_json(args.config, name="follow")[1])
+        except ConfigError as exc:
+            raise CliError(f"--config: {exc}") from None
     bad = [kv for kv in args.set if "=" not in kv]
     if bad:
         raise CliError(f"--set: {bad[0]!r} is not KEY=VALUE")
@@ -67,7 +65,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     except m.PolicyError as exc:
         raise CliError(str(exc)) from None
     if not policy.enabled:
-        raise CliError(f"no maintenance to run: set {keys.COMPACT_EVERY_COMMITS}, compact.small-files or "
+        raise CliError(f"no maintenance to run: set {keys.COMPACT_EVERY_COMMITS}, {keys.COMPACT_SMALL_FILES} or "
                        f"{keys.EXPIRE_EVERY_COMMITS} (in --config or with --set)")
     with stack_for(args) as stack:
         follower = m.Follower(stack, tables, policy, tuple(args.control_topic))
