@@ -14,6 +14,7 @@ values padded to its sizes, the sample's hot keys as often as there.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import random
 import time
@@ -95,11 +96,12 @@ class TrafficProfile(BaseModel):
         rest = {p: max(0.0, s - sum(h.share for h in self.hot_keys if h.partition == p))
                 for p, s in self.shares.items()}
         parts, weights = list(rest), [w or 1e-9 for w in rest.values()]
+        hot_up_to = list(itertools.accumulate(h.share for h in self.hot_keys))
         for record in records:
             key, partition = record.key, None
             pick = rng.random()
             if pick < hot_share:
-                index = bisect.bisect_right(_cumulative([h.share for h in self.hot_keys]), pick)
+                index = bisect.bisect_right(hot_up_to, pick)
                 hot = self.hot_keys[min(index, len(self.hot_keys) - 1)]
                 key, partition = f"hot-{index}".encode(), hot.partition
             else:
@@ -200,16 +202,8 @@ def _hot(keys: Counter, sampled: int) -> list[HotKey]:
 
 def _draw(quantiles: list[int], u: float) -> int:
     """A size at ``u`` (0-1) between the quantiles, linearly."""
-    pos = u * (len(quantiles) - 1)
-    i = min(int(pos), len(quantiles) - 2) if len(quantiles) > 1 else 0
     if len(quantiles) == 1:
         return quantiles[0]
+    pos = u * (len(quantiles) - 1)
+    i = min(int(pos), len(quantiles) - 2)
     return int(quantiles[i] + (quantiles[i + 1] - quantiles[i]) * (pos - i))
-
-
-def _cumulative(shares: list[float]) -> list[float]:
-    out, total = [], 0.0
-    for s in shares:
-        total += s
-        out.append(total)
-    return out

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pyiceberg.exceptions import NoSuchTableError
+
 from sinklab.maintenance.operations import Report
 from sinklab.maintenance.policy import MaintenancePolicy
 from sinklab.maintenance.schedule import Scheduler
@@ -73,8 +75,10 @@ class Follower:
         return out[::-1]
 
     def _load(self, name: str) -> Table | None:
-        return self.stack.catalog.load_table(identifier(name)) if self.stack.catalog.table_exists(
-            identifier(name)) else None
+        try:
+            return self.stack.catalog.load_table(identifier(name))
+        except NoSuchTableError:  # not created yet (auto-create on the sink's first commit)
+            return None
 
 
 def follow(follower: Follower, poll_s: float = 5.0, seconds: float | None = None,
