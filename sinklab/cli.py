@@ -14,6 +14,7 @@ from sinklab.commands import (
     cmd_connect,
     cmd_demo,
     cmd_dlq_replay,
+    cmd_doctor,
     cmd_explore,
     cmd_generate,
     cmd_jars_export,
@@ -43,6 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--count", type=int, default=20000, help="pizzas to produce")
     demo.add_argument("--interval-ms", type=int, default=3000, help="commit interval for the demo")
     demo.set_defaults(func=cmd_demo)
+
+    doctor = sub.add_parser(
+        "doctor", help="whether this machine runs sinklab and its tutorials: Python, Java, the notebooks extra, "
+                       "Chromium, ports, disk, the jars (what is here, what a workshop would download); a fix for "
+                       "each problem (exit 1 if one the demo needs)")
+    doctor.add_argument("--port", type=int, action="append", help="a port to find free on 127.0.0.1 (default: "
+                                                                  "JupyterLab's 8888; repeatable)")
+    doctor.add_argument("--json", action="store_true", help="as JSON, one object per check")
+    doctor.set_defaults(func=cmd_doctor)
 
     sink = sub.add_parser("sink", help="run a sink")
     sink_sub = sink.add_subparsers(dest="sink_command", required=True)
@@ -253,11 +263,15 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("parts", nargs="*", metavar="PART",
                        help=f"of {', '.join(jars.PARTS)}, schema-registry (built from its jars); on demand: "
                             f"{', '.join(jars.BENCH_PARTS)}")
+    fetch.add_argument("--all", action="store_true", help="every part: what any tutorial, test or bench runs (before "
+                                                          "a workshop: the laptops then run offline)")
     fetch.set_defaults(func=cmd_jars_fetch)
     export = jar_sub.add_parser("export", help="copy every part's jars to DIR/<part>/ (and the built schema registry "
                                                "to DIR/schema-registry/), for SINKLAB_JARS_DIR on an air-gapped "
                                                "machine")
     export.add_argument("dest")
+    export.add_argument("--all", action="store_true", help=f"the on-demand parts too ({', '.join(jars.BENCH_PARTS)}: "
+                                                           "Apache's sink for notebook 11 and the tests)")
     export.set_defaults(func=cmd_jars_export)
 
     jvm = sub.add_parser("jvm", help="the Spark driver's class archive: a warm first cycle")

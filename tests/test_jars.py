@@ -153,9 +153,16 @@ def test_fetch_without_names_leaves_the_schema_registry_to_its_first_use(
     monkeypatch.setattr(jars, "jars", lambda part: fetched.append(part.name) or [jar])
     monkeypatch.setattr(registry_build, "runner_jar", lambda: built.append(True) or runner)
 
-    assert cli.cmd_jars_fetch(argparse.Namespace(parts=[])) == 0
+    assert cli.cmd_jars_fetch(argparse.Namespace(parts=[], all=False)) == 0
     assert sorted(fetched) == sorted(jars.PARTS) and not built  # side by side: in any order
     fetched.clear()
-    assert cli.cmd_jars_fetch(argparse.Namespace(parts=["schema-registry"])) == 0
+    assert cli.cmd_jars_fetch(argparse.Namespace(parts=["schema-registry"], all=False)) == 0
     assert fetched == [] and built == [True]
     assert "schema-registry" in capsys.readouterr().out
+    # --all (make workshop-prep): every part, Apache's sink (notebook 11) and the registry (notebook 10) too.
+    fetched.clear()
+    built.clear()
+    assert cli.main(["jars", "fetch", "--all"]) == 0
+    assert sorted(fetched) == sorted(jars.PARTS | jars.BENCH_PARTS) and built == [True]
+    assert cli.main(["jars", "fetch", "--all", "kafka"]) == 1
+    assert "--all or part names" in capsys.readouterr().err

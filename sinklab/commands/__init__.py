@@ -5,6 +5,7 @@ calls them. A handler takes the parsed arguments and returns the exit status; it
 from sinklab.commands.connect import cmd_connect
 from sinklab.commands.demo import cmd_demo
 from sinklab.commands.dlq import cmd_dlq_replay
+from sinklab.commands.doctor import cmd_doctor
 from sinklab.commands.explore import cmd_explore
 from sinklab.commands.generate import cmd_generate
 from sinklab.commands.jars import cmd_jars_export, cmd_jars_fetch
@@ -15,7 +16,7 @@ from sinklab.commands.table import cmd_table
 from sinklab.commands.traffic import cmd_traffic
 
 __all__ = [
-    "cmd_connect", "cmd_demo", "cmd_dlq_replay", "cmd_explore", "cmd_generate", "cmd_jars_export", "cmd_jars_fetch",
-    "cmd_jvm_train", "cmd_sink_run", "cmd_sink_status", "cmd_stack_down", "cmd_stack_status", "cmd_stack_up",
-    "cmd_table", "cmd_traffic"
+    "cmd_connect", "cmd_demo", "cmd_dlq_replay", "cmd_doctor", "cmd_explore", "cmd_generate", "cmd_jars_export",
+    "cmd_jars_fetch", "cmd_jvm_train", "cmd_sink_run", "cmd_sink_status", "cmd_stack_down", "cmd_stack_status",
+    "cmd_stack_up", "cmd_table", "cmd_traffic"
 ]

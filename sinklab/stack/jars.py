@@ -189,6 +189,19 @@ def jars(part: Part | str) -> list[Path]:
     return resolve(part)
 
 
+def cached(part: Part | str) -> list[Path] | None:
+    """The jars of ``part`` if this machine has them (the user's folder or the cache), else None; nothing is
+    resolved (``sinklab doctor`` asks)."""
+    part = (PARTS | BENCH_PARTS)[part] if isinstance(part, str) else part
+    user_dir = os.environ.get(JARS_DIR_ENV)
+    if user_dir:
+        try:
+            return _user_jars(Path(user_dir).expanduser(), part)
+        except JarsNotFound:
+            return None
+    return _read_listing(_listing(part))
+
+
 def fetch(parts: list[Part], workers: int = 3) -> Iterator[tuple[Part, list[Path], float]]:
     """Each part's jars with the seconds since the fetch began, as each part is ready. Ivy downloads one
     artifact after another, so parts resolve side by side; their Ivy processes share the cache, which

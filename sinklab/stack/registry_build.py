@@ -83,6 +83,14 @@ def runner_jar() -> Path:
     return out / RUNNER
 
 
+def ready() -> bool:
+    """Whether the runnable registry is here (the user's exported copy or the cached build); nothing is built."""
+    user_dir = os.environ.get(jars.JARS_DIR_ENV)
+    if user_dir:
+        return (Path(user_dir).expanduser() / PART / RUNNER).is_file()
+    return _built(build_dir())
+
+
 def export(dest: Path) -> Path:
     """Copy the built registry (building it first if needed) to ``dest/schema-registry/``, beside the
     parts ``jars.export`` writes: what ``runner_jar`` finds under ``SINKLAB_JARS_DIR``."""
