@@ -71,6 +71,8 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    if page.file.src_uri.startswith("tutorials/"):
+        return markdown  # its links were made the site's as it was made (tutorial_page): relinked twice, they break
     pages = {page: path for path, page in PAGES.items()}
     source = pages.get(page.file.src_uri, f"docs/{page.file.src_uri}")
     return relink(render_blocks(markdown), source, page.file.src_uri)
