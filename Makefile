@@ -114,7 +114,7 @@ lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check sinklab tests bench docs
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
-# Two workers, each with its own shared stack: most of the suite's time is waiting (docs/getting-started.md); the
+# Two workers, each with its own shared stack: most of the suite's time is waiting (bench/README.md, "The demo and the suite, run by run"); the
 # notebooks all on one of them (their own shared stack, --dist loadgroup); then the tests marked serial, alone.
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train
@@ -142,7 +142,7 @@ notebooks: setup-notebooks $(REGISTRY_STAMP) $(JAVA_SINK_STAMP)
 		rm -rf "$(NB_STACK)"; \
 		$(VENV)/bin/sinklab stack up --workdir "$(NB_STACK)" --spark-connect --schema-registry || exit 1; \
 		trap '$(VENV)/bin/sinklab stack down --workdir "$(NB_STACK)" >/dev/null' EXIT; \
-		shared="-p shared_stack $(CURDIR)/$(NB_STACK)/stack.json"; \
+		shared="-p stack_at $(CURDIR)/$(NB_STACK)/stack.json"; \
 	fi; \
 	for nb in notebooks/*.ipynb; do \
 		out=".sinklab/notebooks/$$(basename $$nb)"; \

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,33 @@ def test_stack_compose_connects_with_those_addresses() -> None:
     # Workers connect back to the driver: it must not advertise loopback.
     assert inside.spark_settings.conf["spark.driver.bindAddress"] == "0.0.0.0"
     assert inside.spark_settings.conf["spark.driver.host"] not in ("127.0.0.1", "localhost")
+
+
+def test_the_tutorials_run_on_compose_by_one_parameter(model: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tutorial takes its stack from `Stack.open(stack_at, ...)`: in compose's JupyterLab (which sets
+    SINKLAB_IN_COMPOSE=1) that is compose's services, and the image holds every jar the tutorials run."""
+    import nbformat
+
+    from sinklab.exceptions import ComposeNotRunning
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        code = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+        # The stack it runs on is the one stack_at selects (04 starts a three-broker cluster beside it, its own).
+        assert code.count("Stack.open(stack_at") == 1 and "Stack.from_file(" not in code, path.name
+        assert re.findall(r"Stack\.\w+\(", code)[0] == "Stack.open(", path.name
+    jupyter = model["services"]["jupyter"]
+    assert jupyter["environment"][c.IN_COMPOSE_ENV] == "1"
+    assert any(v["target"].endswith("/notebooks") for v in jupyter["volumes"])
+    assert "sinklab jars fetch --all" in (ROOT / "docker" / "Dockerfile").read_text()
+    # Inside, the notebooks' stack is compose's services, by their names in compose.yaml (none answers here).
+    monkeypatch.setenv(c.IN_COMPOSE_ENV, "1")
+    with pytest.raises(ComposeNotRunning) as inside:
+        Stack.open(None)
+    for service in ("kafka", "rest", "minio", "schema-registry"):
+        assert service in model["services"] and f"{service}:" in str(inside.value)
+    monkeypatch.delenv(c.IN_COMPOSE_ENV)
+    with pytest.raises(ComposeNotRunning, match="kafka at 127.0.0.1:9092"):
+        Stack.open("compose")
 
 
 def test_probes_name_what_does_not_answer(stack: Stack) -> None:

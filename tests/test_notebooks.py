@@ -57,7 +57,7 @@ def test_notebooks_are_committed_clean() -> None:
         assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
         parameters = [c for c in code if "parameters" in c.metadata.get("tags", [])]
         assert len(parameters) == 1 and "workdir = None" in parameters[0].source, path.name
-        assert "shared_stack = None" in parameters[0].source, path.name
+        assert "stack_at = None" in parameters[0].source, path.name
         assert nb.metadata.kernelspec.name == KERNEL, path.name
 
 
@@ -129,7 +129,7 @@ def test_notebook_runs_and_shows_figures_on_the_shared_stack(path: Path, tmp_pat
 
 
 def run_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str, shared_stack: Path, executed: Path) -> None:
-    shutil.copy(run_notebook(path, tmp_path, kernel, {"shared_stack": str(shared_stack)}), executed / path.name)
+    shutil.copy(run_notebook(path, tmp_path, kernel, {"stack_at": str(shared_stack)}), executed / path.name)
     assert not running_sinks(shared_stack), f"{path.name} left sinks running on the shared server"
 
 

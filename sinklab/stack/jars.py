@@ -101,8 +101,9 @@ SPARK_KAFKA = Part("spark-kafka", (f"org.apache.spark:spark-sql-kafka-0-10_{SCAL
 # of iceberg-data, so they do not come along), Kafka Connect's runtime at the broker's version, Hadoop's
 # shaded client (Iceberg's Parquet writer needs org.apache.hadoop.conf.Configuration; the shaded pair
 # brings no Jetty or Jersey to clash with Connect's), and log4j2 behind slf4j 2 (the version Iceberg
-# pulls in, for which log4j-slf4j-impl is no binding). Bench-only: not in PARTS, so `make setup`
-# and the tests never download it; `sinklab jars fetch iceberg-connect` or the bench fetches it.
+# pulls in, for which log4j-slf4j-impl is no binding). On demand: not in PARTS, so `make setup` (the demo)
+# never downloads it; what runs Apache's sink (the tests, notebook 11, the bench) or `sinklab jars fetch
+# iceberg-connect` / `--all` (make workshop-prep) does.
 JAVA_SINK = Part("iceberg-connect", (
     f"org.apache.iceberg:iceberg-kafka-connect:{ICEBERG_VERSION}",
     f"org.apache.iceberg:iceberg-kafka-connect-events:{ICEBERG_VERSION}",

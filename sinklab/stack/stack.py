@@ -7,6 +7,7 @@ its Spark session ``stack_spark.py``'s (a base of ``Stack``), stopping a recorde
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -204,6 +205,41 @@ class Stack(StackSpark):
         if spark == "connect":
             return cls(info, spark_client=True)
         return cls(info, spark or SparkSettings(master=info.spark_master))
+
+    @classmethod
+    def open(cls, at: str | Path | None = None, workdir: str | Path | None = None, *, jvm: bool = False,
+             **embedded: Any) -> Stack:
+        """The stack a notebook runs on, chosen by one parameter, ``at``:
+
+        - ``None``: one of its own, ``embedded(workdir, warm=True, **embedded)`` (``warm=False``: no Spark
+          driver until one is asked for); inside compose.yaml's
+          JupyterLab (``SINKLAB_IN_COMPOSE=1``) compose's services instead;
+        - ``"compose"``: the services of compose.yaml (``compose()``);
+        - a ``stack.json`` (or its folder) of a running stack (``sinklab stack up --spark-connect``): its Spark
+          Connect server's warm driver runs this process's Spark work; ``jvm=True`` starts a driver of this
+          process's own instead, for what calls Java through py4j (Iceberg's maintenance actions).
+
+        The stack is closed when the interpreter exits, which stops only what it started (a headless run
+        whose cell failed leaves no server behind), and py4j's per-call INFO lines are quieted.
+        """
+        import atexit
+
+        from sinklab.stack.compose import IN_COMPOSE_ENV
+
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+        if at is None and os.environ.get(IN_COMPOSE_ENV) == "1":
+            at = "compose"
+        if at is None:
+            stack = cls.embedded(workdir, **{"warm": True, **embedded})
+        elif str(at) == "compose":
+            stack = cls.compose()
+        elif jvm:
+            stack = cls.from_file(at)
+            stack.warm_spark()
+        else:
+            stack = cls.from_file(at, spark="connect")
+        atexit.register(stack.close)
+        return stack
 
     def start_schema_registry(self) -> str:
         """Start the embedded schema registry (Apicurio Registry, its schemas in the workdir) unless it
