@@ -24,6 +24,10 @@ from helpers import build_site, run_cli, stop_leftovers
 from sinklab.stack import StackInfo, stop_recorded
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+# The two-hour workshop (docs/workshop.md): these tutorials in this order, each ending in exercises whose
+# solutions, notebooks of their own in notebooks/solutions/, run here too.
+TRACK = ["01-pizzas-on-ice", "02-commit-interval", "04-exactly-once", "06-bad-records"]
+SOLUTIONS = sorted((NOTEBOOKS[0].parent / "solutions").glob("*.ipynb"))
 PLOTLY = "application/vnd.plotly.v1+json"
 PNG = "image/png"
 KERNEL = "sinklab"
@@ -50,8 +54,8 @@ SHARED = [p for p in NOTEBOOKS if p.stem not in ALONE]
 
 
 def test_notebooks_are_committed_clean() -> None:
-    assert NOTEBOOKS
-    for path in NOTEBOOKS:
+    assert NOTEBOOKS and SOLUTIONS
+    for path in NOTEBOOKS + SOLUTIONS:
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
@@ -59,6 +63,22 @@ def test_notebooks_are_committed_clean() -> None:
         assert len(parameters) == 1 and "workdir = None" in parameters[0].source, path.name
         assert "stack_at = None" in parameters[0].source, path.name
         assert nb.metadata.kernelspec.name == KERNEL, path.name
+
+
+def test_the_workshop_track_ends_each_tutorial_in_exercises_with_their_solutions() -> None:
+    assert [p.stem for p in SOLUTIONS] == TRACK
+    agenda = (NOTEBOOKS[0].parent.parent / "docs" / "workshop.md").read_text()
+    assert [agenda.index(f"notebooks/{name}.ipynb") for name in TRACK] == sorted(
+        agenda.index(f"notebooks/{name}.ipynb") for name in TRACK), "docs/workshop.md gives the track in its order"
+    for name in TRACK:
+        nb = nbformat.read(NOTEBOOKS[0].parent / f"{name}.ipynb", as_version=4)
+        exercises = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Exercises")]
+        assert len(exercises) == 1 and f"(solutions/{name}.ipynb)" in exercises[0].source, name
+        asked = re.findall(r"^\d+\. \*\*", exercises[0].source, re.MULTILINE)
+        answered = [c for c in nbformat.read(NOTEBOOKS[0].parent / "solutions" / f"{name}.ipynb", as_version=4).cells
+                    if c.cell_type == "markdown" and re.match(r"## \d+\. ", c.source)]
+        assert 2 <= len(asked) == len(answered) <= 3, name  # each exercise answered, with its prediction
+        assert all("*Predict:*" in c.source and "*Answer:*" in c.source for c in answered), name
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +148,16 @@ def test_notebook_runs_and_shows_figures_on_the_shared_stack(path: Path, tmp_pat
     run_on_the_shared_stack(path, tmp_path, kernel, shared_stack, executed)
 
 
+# Each solution checks its answers with asserts: a solution that no longer holds fails here.
+@pytest.mark.spark
+@pytest.mark.xdist_group("notebooks")
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[f"solutions-{p.stem}" for p in SOLUTIONS])
+def test_a_workshop_solution_runs_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str,
+                                                      shared_stack: Path) -> None:
+    run_notebook(path, tmp_path, kernel, {"stack_at": str(shared_stack)}, figures=False)
+    assert not running_sinks(shared_stack), f"{path.name} left sinks running on the shared server"
+
+
 def run_on_the_shared_stack(path: Path, tmp_path: Path, kernel: str, shared_stack: Path, executed: Path) -> None:
     shutil.copy(run_notebook(path, tmp_path, kernel, {"stack_at": str(shared_stack)}), executed / path.name)
     assert not running_sinks(shared_stack), f"{path.name} left sinks running on the shared server"
@@ -165,7 +195,7 @@ def test_notebook_01_runs_on_the_secure_stack_with_one_parameter_and_shows_no_se
         assert secret not in text, f"{name} in an output of {path.name}"
 
 
-def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object]) -> Path:
+def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, object], figures: bool = True) -> Path:
     import papermill
 
     workdir = tmp_path / "stack"
@@ -182,11 +212,11 @@ def run_notebook(path: Path, tmp_path: Path, kernel: str, extra: dict[str, objec
     nb = nbformat.read(out, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    figures = [o for o in outputs if PLOTLY in o.get("data", {})]
-    assert figures, f"{path.name} shows no plotly figure"
-    assert all(fig["data"][PLOTLY]["data"] for fig in figures), f"{path.name} shows an empty figure"
+    shown = [o for o in outputs if PLOTLY in o.get("data", {})]
+    assert shown or not figures, f"{path.name} shows no plotly figure"
+    assert all(fig["data"][PLOTLY]["data"] for fig in shown), f"{path.name} shows an empty figure"
     # Shown by nbconvert's HTML and GitHub too: a PNG beside every figure's JSON.
-    assert all(PNG in fig["data"] for fig in figures), f"{path.name} has a figure without a picture"
+    assert all(PNG in fig["data"] for fig in shown), f"{path.name} has a figure without a picture"
     assert out.stat().st_size <= MAX_BYTES, f"{path.name} is {out.stat().st_size:,} bytes executed"
     assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"], \
         f"{path.name} wrote to stderr: {[o.text for o in outputs if o.get('name') == 'stderr']}"
