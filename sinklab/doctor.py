@@ -31,7 +31,7 @@ HEADROOM_MB = 1024  # a demo's and a tutorial's work directories, Spark's scratc
 # Megabytes each part takes in the cache, measured by `sinklab jars fetch` (2026-11-29): what a disk
 # needs before they are downloaded, and what a room's network carries.
 PART_MB = {"kafka": 45, "iceberg-rest": 151, "spark-iceberg": 48, "spark-s3": 69, "spark-kafka": 10,
-           "spark-avro": 1, "iceberg-connect": 117, "quarkus-bootstrap": 10, registry_build.PART: 130}
+           "spark-avro": 1, "iceberg-connect": 118, "quarkus-bootstrap": 10, registry_build.PART: 136}
 # When a part not yet here is fetched, if nobody fetches it first.
 FETCHED_AT = {"iceberg-connect": "when Apache's sink first runs: notebook 11",
               "quarkus-bootstrap": "to build the registry",

@@ -179,7 +179,7 @@ def java() -> str:
 
 def jars(part: Part | str) -> list[Path]:
     """The jars of ``part``: the user's folder, else the cache, else resolved now (and cached)."""
-    part = (PARTS | BENCH_PARTS)[part] if isinstance(part, str) else part
+    part = _part(part)
     user_dir = os.environ.get(JARS_DIR_ENV)
     if user_dir:
         return _user_jars(Path(user_dir).expanduser(), part)
@@ -193,7 +193,7 @@ def jars(part: Part | str) -> list[Path]:
 def cached(part: Part | str) -> list[Path] | None:
     """The jars of ``part`` if this machine has them (the user's folder or the cache), else None; nothing is
     resolved (``sinklab doctor`` asks)."""
-    part = (PARTS | BENCH_PARTS)[part] if isinstance(part, str) else part
+    part = _part(part)
     user_dir = os.environ.get(JARS_DIR_ENV)
     if user_dir:
         try:
@@ -257,6 +257,10 @@ def export(dest: Path, parts: list[Part] | None = None) -> Path:
         for jar in jars(part):
             shutil.copy2(jar, target / jar.name)
     return dest
+
+
+def _part(part: Part | str) -> Part:
+    return (PARTS | BENCH_PARTS)[part] if isinstance(part, str) else part
 
 
 def _listing(part: Part) -> Path:
