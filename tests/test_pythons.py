@@ -49,10 +49,15 @@ def interpreter(minor: int) -> str:
                 f"SINKLAB_TEST_PYTHON_3_{minor}=/path/to/python3.{minor}")
 
 
+# What this process's Spark and the suite set in its environment (sinklab.stack.spark, tests/spark_jvm.py):
+# inherited, PYSPARK_PYTHON would have a 3.13 driver start Python workers on this venv's 3.11.
+SUITE_ENV = ("PYTHON", "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP",
+             "SPARK_CONNECT_MODE_ENABLED", "SPARK_SUBMIT_OPTS", jvm_archive.ENV)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without the suite's own settings, which a user's shell would not have."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "VIRTUAL_ENV")) and k not in ("PYTHON", "MAKEFLAGS", "MAKELEVEL")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV")) and k not in SUITE_ENV}
     return {**env, **extra}
 
 
