@@ -23,8 +23,9 @@ def test_the_site_builds_and_its_reference_is_the_key_table(tmp_path: Path) -> N
     assert built.returncode == 0, built.stderr
     site = tmp_path / "site"
     pages = {p.stem for p in site.glob("*.html")}
-    assert {"index", "getting-started", "requirements", "workshop", "glossary", "stack", "sink", "connect", "reliability", "protocol",
-            "maintenance", "performance", "bench", "layout", "dead-letters", "fresh-reads", "changelog"} <= pages
+    assert {"index", "getting-started", "requirements", "workshop", "glossary", "stack", "sink", "connect",
+            "reliability", "protocol", "maintenance", "performance", "bench", "layout", "dead-letters", "fresh-reads",
+            "changelog"} <= pages
     assert len(list((site / "tutorials").glob("*.html"))) == len(list((ROOT / "notebooks").glob("*.ipynb")))
     reference = (site / "sink.html").read_text() + (site / "maintenance.html").read_text()
     for key in keys.KEYS:
