@@ -114,8 +114,9 @@ lint: $(VENV)/.installed-all
 	$(VENV)/bin/ruff check sinklab tests bench docs
 
 # The suite's drivers map the class archive (tests/spark_jvm.py); trained here, outside pytest's time.
-# Two workers, each with its own shared stack: most of the suite's time is waiting (bench/README.md, "The demo and the suite, run by run"); the
-# notebooks all on one of them (their own shared stack, --dist loadgroup); then the tests marked serial, alone.
+# Two workers, each with its own shared stack: most of the suite's time is waiting (bench/README.md, "The demo
+# and the suite, run by run"); the notebooks all on one of them (their own shared stack, --dist loadgroup); then
+# the tests marked serial, alone.
 test: setup-all lint tools
 	@$(VENV)/bin/sinklab jvm train
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup -m "not serial"

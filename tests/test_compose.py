@@ -185,9 +185,7 @@ def test_the_tutorials_run_on_compose_by_one_parameter(model: dict[str, Any], mo
         # The stack it runs on is the one stack_at selects (04 starts a three-broker cluster beside it, its own).
         assert code.count("Stack.open(stack_at") == 1 and "Stack.from_file(" not in code, path.name
         assert re.findall(r"Stack\.\w+\(", code)[0] == "Stack.open(", path.name
-    jupyter = model["services"]["jupyter"]
-    assert jupyter["environment"][c.IN_COMPOSE_ENV] == "1"
-    assert any(v["target"].endswith("/notebooks") for v in jupyter["volumes"])
+    # (compose's JupyterLab sets the variable and mounts notebooks/: test_services_match_what_stack_compose_expects)
     assert "sinklab jars fetch --all" in (ROOT / "docker" / "Dockerfile").read_text()
     # Inside, the notebooks' stack is compose's services, by their names in compose.yaml (none answers here).
     monkeypatch.setenv(c.IN_COMPOSE_ENV, "1")

@@ -53,10 +53,13 @@ INSIDE = ComposeEndpoints(
 )
 
 
+def in_compose() -> bool:
+    """Whether this process runs in one of compose.yaml's containers (its JupyterLab sets the variable)."""
+    return os.environ.get(IN_COMPOSE_ENV) == "1"
+
+
 def compose_endpoints(inside: bool | None = None) -> ComposeEndpoints:
-    if inside is None:
-        inside = os.environ.get(IN_COMPOSE_ENV) == "1"
-    return INSIDE if inside else ON_HOST
+    return INSIDE if (in_compose() if inside is None else inside) else ON_HOST
 
 
 def driver_conf(endpoints: ComposeEndpoints) -> dict[str, str]:

@@ -7,7 +7,6 @@ its Spark session ``stack_spark.py``'s (a base of ``Stack``), stopping a recorde
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import threading
 import time
@@ -212,8 +211,8 @@ class Stack(StackSpark):
         """The stack a notebook runs on, chosen by one parameter, ``at``:
 
         - ``None``: one of its own, ``embedded(workdir, warm=True, **embedded)`` (``warm=False``: no Spark
-          driver until one is asked for); inside compose.yaml's
-          JupyterLab (``SINKLAB_IN_COMPOSE=1``) compose's services instead;
+          driver until one is asked for); inside compose.yaml's JupyterLab (``SINKLAB_IN_COMPOSE=1``)
+          compose's services instead;
         - ``"compose"``: the services of compose.yaml (``compose()``);
         - a ``stack.json`` (or its folder) of a running stack (``sinklab stack up --spark-connect``): its Spark
           Connect server's warm driver runs this process's Spark work; ``jvm=True`` starts a driver of this
@@ -224,10 +223,10 @@ class Stack(StackSpark):
         """
         import atexit
 
-        from sinklab.stack.compose import IN_COMPOSE_ENV
+        from sinklab.stack.compose import in_compose
 
         logging.getLogger("py4j").setLevel(logging.WARNING)
-        if at is None and os.environ.get(IN_COMPOSE_ENV) == "1":
+        if at is None and in_compose():
             at = "compose"
         if at is None:
             stack = cls.embedded(workdir, **{"warm": True, **embedded})
